@@ -1,0 +1,213 @@
+"""The one settings object: `appliance.toml` plus `APPLIANCE_*` environment overrides.
+
+Nothing is read at import time; call `load_settings()` once at process start and pass the
+result down. `APPLIANCE_CONFIG` names another config file. `APPLIANCE_<FIELD>` overrides a
+field, with `__` for nesting: `APPLIANCE_PORT=8001`, `APPLIANCE_ENGINE__N_CTX=2048`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from appliance.errors import ConfigError
+
+CONFIG_ENV = "APPLIANCE_CONFIG"
+ENV_PREFIX = "APPLIANCE_"
+DEFAULT_CONFIG_NAME = "appliance.toml"
+# Variables that share our prefix but are not settings.
+_NOT_SETTINGS = {"APPLIANCE_CONFIG", "APPLIANCE_DEBUG", "APPLIANCE_CMAKE_ARGS",
+                 "APPLIANCE_WHEEL_CACHE", "APPLIANCE_TORCH_SPEC", "APPLIANCE_TORCH_INDEX",
+                 "APPLIANCE_ENABLE_AMX"}
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors: a typo in appliance.toml must not be silently ignored.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EngineSettings(_Section):
+    """Knobs of the llama.cpp inference engine."""
+
+    n_ctx: int = Field(4096, ge=128, le=1_048_576,
+                       description="KV cache size in tokens, shared by all sequences (unified cache).")
+    n_seq_max: int = Field(16, ge=1, le=256,
+                           description="Most sequences decoded together (running plus cached prefixes).")
+    n_batch: int = Field(512, ge=16, description="Most tokens submitted in one llama_decode call.")
+    n_ubatch: int = Field(512, ge=16, description="Physical micro-batch size inside llama.cpp.")
+    n_threads: int = Field(0, ge=0, description="CPU threads for decoding; 0 = all cores.")
+    n_gpu_layers: int = Field(-1, ge=-1,
+                              description="Layers offloaded to the GPU; -1 = all (ignored on CPU-only builds).")
+    flash_attn: Literal["auto", "on", "off"] = Field("auto", description="llama.cpp flash attention.")
+    type_k: Literal["f16", "q8_0"] = Field("f16", description="KV cache type for keys.")
+    type_v: Literal["f16", "q8_0"] = Field("f16", description="KV cache type for values.")
+    prefill_chunk: int = Field(256, ge=8,
+                               description="Most prompt tokens one sequence prefills per step (chunked prefill).")
+    gen_reserve: int = Field(256, ge=0,
+                             description="KV tokens reserved for generation when admitting a request.")
+    max_queue: int = Field(64, ge=0, description="Waiting requests before submit answers 'overloaded'.")
+    per_user_queue: int = Field(16, ge=1, description="Waiting requests allowed per user (fairness cap).")
+    prefix_cache: bool = Field(True, description="Keep finished sequences' KV to share with new ones.")
+    continuous_batching: bool = Field(True,
+                                      description="Decode many sequences per step; off = one at a time.")
+    default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none.")
+
+
+class Settings(_Section):
+    """All settings of one appliance instance."""
+
+    data_dir: Path = Field(Path("data"), description="Where the index, manifest, users and registry live.")
+    chat_model: str = Field("", description="Registry name or GGUF path of the chat model; "
+                                            "empty = the registry default (embedded SmolLM2).")
+    embedding_model: str = Field("", description="Folder of a sentence-transformers model; "
+                                                 "empty = the embedded all-MiniLM-L6-v2.")
+    host: str = Field("127.0.0.1", description="Address to bind; 0.0.0.0 serves the intranet.")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port of the UI and the API.")
+    offline: bool = Field(True, description="Refuse every non-loopback network connection.")
+    offline_allow_hosts: list[str] = Field(default_factory=list,
+                                           description="Hosts or IPs allowed through the offline guard.")
+    engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
+    config_path: Path | None = Field(None, exclude=True,
+                                     description="The file these settings came from (set by the loader).")
+
+    def resolve(self, path: Path | str) -> Path:
+        """Resolve a relative path against the config file's folder (else the working dir)."""
+        p = Path(path).expanduser()
+        if p.is_absolute():
+            return p
+        base = self.config_path.parent if self.config_path else Path.cwd()
+        return (base / p).resolve()
+
+    @property
+    def data_path(self) -> Path:
+        """The data directory as an absolute path."""
+        return self.resolve(self.data_dir)
+
+
+def find_config_file(explicit: str | Path | None = None,
+                     environ: dict[str, str] | None = None) -> Path | None:
+    """The config file in force: explicit argument, then APPLIANCE_CONFIG, then ./appliance.toml."""
+    environ = os.environ if environ is None else environ
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV]).expanduser().resolve()
+    local = Path.cwd() / DEFAULT_CONFIG_NAME
+    return local.resolve() if local.exists() else None
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key in _NOT_SETTINGS:
+            continue
+        parts = key[len(ENV_PREFIX):].lower().split("__")
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = _parse_env_value(raw)
+    return tree
+
+
+def _parse_env_value(raw: str) -> Any:
+    # JSON lets lists and booleans through (`["a","b"]`, `true`); anything else stays a string
+    # for pydantic to coerce, so `APPLIANCE_PORT=8001` and `APPLIANCE_DATA_DIR=/x` both work.
+    stripped = raw.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            pass
+    return raw
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _validation_message(err: ValidationError, origin: str) -> str:
+    lines = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(root)"
+        env = ENV_PREFIX + "__".join(str(p) for p in e["loc"]).upper()
+        lines.append(f"{field}: {e['msg']} (got {e.get('input')!r}; set in {origin} or {env})")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def load_settings(path: str | Path | None = None,
+                  environ: dict[str, str] | None = None) -> Settings:
+    """Load settings from the config file (if any) and the environment. Raises ConfigError."""
+    environ = dict(os.environ if environ is None else environ)
+    config_file = find_config_file(path, environ)
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"config file not found: {config_file}")
+        try:
+            data = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{config_file}: not valid TOML: {e}") from None
+    data = _merge(data, _env_overrides(environ))
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_validation_message(e, str(config_file or "environment"))) from None
+    settings.config_path = config_file
+    return settings
+
+
+def default_config_text() -> str:
+    """A commented appliance.toml with every field at its default, generated from the model."""
+    lines = ["# appliance configuration. Every field can be overridden by APPLIANCE_<FIELD>",
+             "# (nested with __, e.g. APPLIANCE_ENGINE__N_CTX=8192).", ""]
+    lines += _section_lines(Settings, "")
+    return "\n".join(lines) + "\n"
+
+
+def _section_lines(model: type[BaseModel], prefix: str) -> list[str]:
+    lines: list[str] = []
+    nested: list[tuple[str, type[BaseModel]]] = []
+    for name, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            nested.append((name, ann))
+            continue
+        default = field.get_default(call_default_factory=True)
+        lines.append(f"# {field.description}")
+        lines.append(f"{name} = {_toml_value(default)}")
+    for name, sub in nested:
+        lines += ["", f"[{prefix}{name}]"] + _section_lines(sub, f"{prefix}{name}.")
+    return lines
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, Path):
+        return json.dumps(str(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def write_default_config(path: Path) -> bool:
+    """Write the default config to `path` unless a file is already there. Returns True if written."""
+    if path.exists():
+        return False
+    path.write_text(default_config_text(), encoding="utf-8")
+    return True

