@@ -175,12 +175,12 @@ class Engine:
             if rc == 1:
                 self.metrics.no_kv_slot += 1
                 self.scheduler.no_kv_slot(items)
-                return True
-            self.scheduler.committed(items)
-            self.metrics.on_step(sum(len(i.tokens) for i in items))
-            for item in items:
-                if item.logits and item.seq.slot is not None:
-                    self._sample(item)
+            else:
+                self.scheduler.committed(items)
+                self.metrics.on_step(sum(len(i.tokens) for i in items))
+                for item in items:
+                    if item.logits and item.seq.slot is not None:
+                        self._sample(item)
             self._deliver_finished()
         return True
 
@@ -192,7 +192,7 @@ class Engine:
                                p.repeat_penalty, p.seed)
         token = runner.sample(seq.id, item.row)
         self.scheduler.append_token(seq, token)
-        if runner.is_eog(token):
+        if runner.is_eog(token) and not seq.params.ignore_eos:
             return self._finish(seq, "stop")
         delta = seq.stream.feed(runner.piece(token))
         if delta and not self._send(seq, delta):

@@ -45,6 +45,8 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.finished: list[Sequence] = []  # drained by the engine after each step
         self._admitted = 0
+        self._budget: int | None = None  # a smaller batch after llama.cpp found no KV slot
+        self._hold_admission = False
         self._avg_request_s = 2.0
         self.prefix_queries = 0
         self.prefix_hit_tokens = 0
@@ -86,6 +88,7 @@ class Scheduler:
 
     def committed(self, items: list[BatchItem]) -> None:
         """The decode succeeded: record the new cells in the ledger."""
+        self._budget = None
         for item in items:
             self.cache.append(item.slot, item.tokens)
             item.seq.n_computed += len(item.tokens)
@@ -94,11 +97,21 @@ class Scheduler:
         """llama_decode returned 1: make room (evict all cached, else preempt) before a retry."""
         for item in items:  # llama.cpp restores its memory; make sure, and keep the ledger true
             self.cache.truncate(item.slot, item.seq.n_computed)
+        # llama.cpp has less room than the ledger thought: admit nothing new until a running
+        # sequence finishes, or a preempted one would be readmitted into the same failure.
+        self._hold_admission = True
         if self.cache.cached_slots():
             while self.cache.evict_one():
                 pass
-        elif not self._preempt_youngest():
-            self.cfg.n_batch = max(16, self.cfg.n_batch // 2)
+        elif self._preempt_youngest():
+            pass
+        elif sum(len(i.tokens) for i in items) > 1:
+            # One sequence left: retry with smaller prefill chunks.
+            self._budget = max(1, sum(len(i.tokens) for i in items) // 2)
+        else:
+            # Not even one token fits: this sequence has all the memory llama.cpp will give.
+            for item in items:
+                self.finish(item.seq, "length")
 
     def append_token(self, seq: Sequence, token: int) -> None:
         now = time.perf_counter()
@@ -121,6 +134,7 @@ class Scheduler:
             seq.slot = None
         seq.status = Status.FINISHED
         seq.finish_reason = reason
+        self._hold_admission = False
         duration = time.perf_counter() - seq.t_submit
         self._avg_request_s = 0.8 * self._avg_request_s + 0.2 * duration
         self.finished.append(seq)
@@ -131,6 +145,8 @@ class Scheduler:
             self.finish(seq, "cancelled")
 
     def _admit(self) -> None:
+        if self._hold_admission and self.running:
+            return
         while self.waiting and len(self.running) < self.cfg.max_running:
             if not self._try_admit(self.waiting[0]):
                 break
@@ -177,7 +193,7 @@ class Scheduler:
         self.prefix_hit_tokens += seq.n_cached_prompt
 
     def _build_batch(self) -> list[BatchItem]:
-        budget = self.cfg.n_batch
+        budget = self._budget or self.cfg.n_batch
         items: list[BatchItem] = []
         # Decoding sequences first: one token each, so a long prefill never stalls them.
         for seq in self.running:

@@ -36,6 +36,7 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     user: str = "anonymous"
+    ignore_eos: bool = False  # benchmarks: generate exactly max_tokens
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens < 1:
