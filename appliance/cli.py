@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
 from appliance.errors import ApplianceError
+from knowledge.errors import KnowledgeError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -26,14 +26,15 @@ err_console = Console(stderr=True)
 class _ErrorsToMessages(TyperGroup):
     """Turns domain errors raised anywhere below this group into a clean CLI error."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except ApplianceError as e:
+        except (ApplianceError, KnowledgeError) as e:
             if os.environ.get("APPLIANCE_DEBUG") == "1":
                 raise
-            raise click.ClickException(str(e).splitlines()[0] if str(e) else type(e).__name__) \
-                from None
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
 
 
 app = typer.Typer(cls=_ErrorsToMessages, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -42,6 +43,15 @@ models_app = typer.Typer(no_args_is_help=False, help="Register, inspect and veri
 config_app = typer.Typer(no_args_is_help=True, help="Inspect and initialise appliance.toml.")
 app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
+
+
+def _register_knowledge_commands() -> None:
+    from appliance import cli_knowledge as k
+
+    app.command("ingest")(k.ingest_command)
+    app.command("search")(k.search_command)
+    app.add_typer(k.docs_app, name="docs")
+    app.add_typer(k.eval_app, name="eval")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
@@ -170,6 +180,9 @@ def doctor(config: ConfigOpt = None,
         err_console.print(f"[red]not ready:[/] {', '.join(c.name for c in failed)}")
         raise typer.Exit(1)
     console.print("[green]ready[/]")
+
+
+_register_knowledge_commands()
 
 
 def main() -> None:

@@ -58,6 +58,22 @@ class EngineSettings(_Section):
     default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none.")
 
 
+class KnowledgeSettings(_Section):
+    """Chunking, ingest limits and retrieval of the knowledge base."""
+
+    collection: str = Field("default", description="Knowledge base (Chroma collection) name.")
+    chunk_tokens: int = Field(300, ge=32, le=8192, description="Chunk budget in embedding-model tokens "
+                              "(capped to what the embedding model reads, 224 for all-MiniLM-L6-v2).")
+    chunk_overlap: int = Field(40, ge=0, description="Tokens carried over between neighbouring chunks.")
+    max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped and reported.")
+    embed_batch: int = Field(64, ge=1, description="Chunks per embedding batch.")
+    candidates: int = Field(40, ge=5, description="Candidates taken from each of dense and lexical search.")
+    cjk_dense_weight: float = Field(0.3, ge=0, le=1, description="Weight of dense ranks for Chinese "
+                                    "questions (the default embedder is English-only).")
+    rerank_model: str = Field("", description="Folder of a local cross-encoder for re-ranking; empty = off.")
+    sample_docs: bool = Field(True, description="Index the bundled sample guide on first start when empty.")
+
+
 class Settings(_Section):
     """All settings of one appliance instance."""
 
@@ -72,6 +88,7 @@ class Settings(_Section):
     offline_allow_hosts: list[str] = Field(default_factory=list,
                                            description="Hosts or IPs allowed through the offline guard.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge base.")
     config_path: Path | None = Field(None, exclude=True,
                                      description="The file these settings came from (set by the loader).")
 

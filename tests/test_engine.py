@@ -2,6 +2,7 @@
 
 import asyncio
 import gc
+
 import pytest
 
 from appliance.engine.errors import EngineOverloaded, PromptTooLong

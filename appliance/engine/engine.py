@@ -108,12 +108,15 @@ class Engine:
             self._wake.notify()
         return Request(seq, channel)
 
+    def gauges(self) -> dict:
+        """Cheap live gauges: running and waiting requests, KV cells (polled by benchmarks)."""
+        with self._lock:
+            return {"running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting),
+                    **self.cache.snapshot()}
+
     def snapshot(self) -> dict:
         """Metrics plus live gauges (running, waiting, KV cells) for /metrics and the admin tab."""
-        with self._lock:
-            gauges = {"running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting),
-                      **self.cache.snapshot()}
-        return {**self.metrics.snapshot(), **gauges, "model": self.model_name,
+        return {**self.metrics.snapshot(), **self.gauges(), "model": self.model_name,
                 "healthy": self.error is None and self._thread.is_alive()}
 
     def wait_idle(self, timeout: float = 30.0) -> bool:

@@ -35,6 +35,17 @@ class SchedulerConfig:
     prefix_cache: bool = True
 
 
+_MIN_SHARED_WAIT = 32  # tokens: a shorter common prefix is not worth a delay
+
+
+def _common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class Scheduler:
     """Owns the waiting queue, the running set and the KV ledger."""
 
@@ -147,10 +158,30 @@ class Scheduler:
     def _admit(self) -> None:
         if self._hold_admission and self.running:
             return
-        while self.waiting and len(self.running) < self.cfg.max_running:
-            if not self._try_admit(self.waiting[0]):
+        for seq in list(self.waiting):
+            if len(self.running) >= self.cfg.max_running:
                 break
-            self.waiting.popleft()
+            if self.cfg.prefix_cache and self._prefix_in_flight(seq):
+                continue  # keeps its place; admitted once the shared prefix is computed
+            if not self._try_admit(seq):
+                break  # FIFO for memory: nobody overtakes a request that does not fit yet
+            self.waiting.remove(seq)
+
+    def _prefix_in_flight(self, seq: Sequence) -> bool:
+        """Whether a running sequence is still computing a prefix this one could share.
+
+        Why: when 16 requests with the same system prompt arrive together, admitting them all at
+        once would prefill that prompt 16 times; waiting a step or two lets them share one copy.
+        """
+        tokens = seq.all_tokens
+        _, cached = self.cache.match(tokens)
+        for other in self.running:
+            if other.n_computed >= len(other.prompt_tokens):
+                continue
+            shared = _common_prefix_len(tokens, other.all_tokens)
+            if shared - cached >= _MIN_SHARED_WAIT and other.n_computed < shared:
+                return True
+        return False
 
     def _try_admit(self, seq: Sequence) -> bool:
         tokens = seq.all_tokens

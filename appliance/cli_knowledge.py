@@ -1,0 +1,174 @@
+"""CLI commands over the knowledge base: ingest, docs, search, eval. They only parse and call."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from knowledge.ingest import FileResult, IngestReport
+from knowledge.ingest import Progress as IngestProgress
+
+console = Console()
+err_console = Console(stderr=True)
+docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
+eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality.")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
+
+
+def _kb(config: Path | None):
+    from appliance.cli import _settings
+    from appliance.knowledge_service import open_kb
+
+    return open_kb(_settings(config))
+
+
+class _RichProgress(IngestProgress):
+    """Files bar plus a chunks counter with the embedding rate."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.files = bar.add_task("files", total=None)
+        self.chunks = bar.add_task("embedded chunks", total=None)
+        self.t0 = time.perf_counter()
+        self.n_chunks = 0
+
+    def start(self, total_files: int) -> None:
+        self.bar.update(self.files, total=total_files)
+
+    def file_done(self, result: FileResult) -> None:
+        if result.status not in ("skipped", "removed"):
+            self.bar.advance(self.files)
+
+    def chunks_embedded(self, n: int) -> None:
+        self.n_chunks += n
+        rate = self.n_chunks / max(1e-6, time.perf_counter() - self.t0)
+        self.bar.update(self.chunks, completed=self.n_chunks, description=f"embedded chunks ({rate:.0f}/s)")
+
+
+def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of documents.")],
+                   strict: bool = typer.Option(False, help="Exit non-zero if any file failed."),
+                   reindex: bool = typer.Option(False, help="Drop the index first (after an embedding "
+                                                "model change)."),
+                   config: ConfigOpt = None) -> None:
+    """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
+    from knowledge.ingest import ingest
+
+    kb = _kb(config)
+    if reindex:
+        kb.reset()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        report = ingest(kb, folder, _RichProgress(bar))
+    print_report(report)
+    if strict and report.count("failed"):
+        raise typer.Exit(1)
+
+
+def print_report(report: IngestReport) -> None:
+    """The summary table: counts, problems with reasons, time."""
+    if report.problems:
+        table = Table("file", "status", "reason", title="not indexed")
+        for r in report.problems:
+            table.add_row(r.source, r.status, r.reason)
+        console.print(table)
+    ignored = ", ".join(f"{ext} ×{n}" for ext, n in report.ignored.most_common(6))
+    console.print(
+        f"{report.count('new')} new, {report.count('changed')} changed, {report.count('unchanged')} unchanged, "
+        f"{report.count('removed')} removed, {report.count('failed')} failed, {report.count('skipped')} skipped; "
+        f"{report.chunks} chunks in {report.timings['total']:.1f}s"
+        + (f"; ignored types: {ignored}" if ignored else "")
+        + (f"; repaired {report.repaired} leftovers of an interrupted run" if report.repaired else ""))
+
+
+@docs_app.callback(invoke_without_command=True)
+def docs_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
+    """Without a sub-command: list documents."""
+    if ctx.invoked_subcommand is None:
+        docs_list(config)
+
+
+@docs_app.command("list")
+def docs_list(config: ConfigOpt = None) -> None:
+    """Every known file with its status, chunk count and error."""
+    kb = _kb(config)
+    table = Table("source", "kind", "status", "chunks", "error", "root")
+    for rec in sorted(kb.db.files(kb.cfg.name).values(), key=lambda r: (r.root, r.source)):
+        table.add_row(rec.source, rec.kind or "-", rec.status, str(len(rec.chunk_ids)), rec.error or "", rec.root)
+    console.print(table)
+
+
+@docs_app.command("stats")
+def docs_stats(config: ConfigOpt = None) -> None:
+    """Totals: files by status, chunks, vectors, embedding model."""
+    kb = _kb(config)
+    files = kb.db.files(kb.cfg.name).values()
+    by_status: dict[str, int] = {}
+    for r in files:
+        by_status[r.status] = by_status.get(r.status, 0) + 1
+    console.print_json(json.dumps({"knowledge_base": kb.cfg.name, "files": by_status,
+                                   "chunks": kb.db.chunk_count(kb.cfg.name), "vectors": kb.store.count(),
+                                   "embedding_model": kb.embedder.model_id,
+                                   "chunk_tokens": kb.chunk_budget}))
+
+
+@docs_app.command("remove")
+def docs_remove(path: Annotated[str, typer.Argument(help="Absolute path, or source path as listed.")],
+                config: ConfigOpt = None) -> None:
+    """Remove one document from the index (the file itself is not touched)."""
+    from knowledge.errors import KnowledgeError
+
+    kb = _kb(config)
+    matches = [r for r in kb.db.files(kb.cfg.name).values()
+               if r.path == str(Path(path).expanduser().resolve()) or r.source == path.strip("/")]
+    if not matches:
+        raise KnowledgeError(f"no indexed document {path!r} (see appliance docs list)")
+    for rec in matches:
+        kb.store.delete(rec.chunk_ids)
+        kb.db.remove_file(kb.cfg.name, rec.path)
+        console.print(f"removed {rec.source} ({len(rec.chunk_ids)} chunks)")
+
+
+def search_command(query: Annotated[str, typer.Argument(help="The question.")],
+                   k: Annotated[int, typer.Option("-k", help="How many chunks.")] = 5,
+                   path: Annotated[str | None, typer.Option(help="Only sources under this path.")] = None,
+                   as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+                   config: ConfigOpt = None) -> None:
+    """Retrieve the chunks that best answer a question (hybrid dense + BM25)."""
+    from knowledge.retrieve import Retriever
+
+    hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path)
+    if as_json:
+        print(json.dumps([{"source": h.source, "page": h.page, "heading": h.heading, "score": h.score,
+                           "similarity": h.similarity, "text": h.text} for h in hits], ensure_ascii=False))
+        return
+    for n, h in enumerate(hits, start=1):
+        where = h.source + (f" p.{h.page}" if h.page else "") + (f" § {h.heading}" if h.heading else "")
+        console.print(f"[bold][{n}][/] {where}  [dim]score {h.score:.4f} sim {h.similarity:.2f}[/]")
+        console.print("    " + h.text[:300].replace("\n", " ") + ("…" if len(h.text) > 300 else ""),
+                      highlight=False)
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(qa: Annotated[Path, typer.Argument(help="JSONL of {question, answer_contains, source}.")],
+                   as_json: Annotated[bool, typer.Option("--json")] = False,
+                   config: ConfigOpt = None) -> None:
+    """Recall@1/5/10 and MRR over a QA file, overall and per language."""
+    from knowledge.evaluate import evaluate, load_qa
+    from knowledge.retrieve import Retriever
+
+    result = evaluate(Retriever(_kb(config)), load_qa(qa))
+    if as_json:
+        print(json.dumps(result))
+        return
+    table = Table("set", "n", "recall@1", "recall@5", "recall@10", "MRR")
+    for name, m in [("all", result), *result["by_lang"].items()]:
+        table.add_row(name, str(m["n"]), *(f"{m[key]:.3f}" for key in ("recall@1", "recall@5", "recall@10", "mrr")))
+    console.print(table)

@@ -1,0 +1,66 @@
+"""Retrieval evaluation: recall@1/5/10 and MRR over a QA file, overall and per language."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from knowledge.errors import KnowledgeError
+from knowledge.retrieve import Retriever
+
+KS = (1, 5, 10)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def load_qa(path: Path) -> list[dict]:
+    """Lines of {"question", "answer_contains": [...], "source", "lang"?}."""
+    items = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            assert isinstance(item["question"], str) and isinstance(item["answer_contains"], list)
+            assert isinstance(item["source"], str)
+        except (json.JSONDecodeError, KeyError, AssertionError, TypeError):
+            raise KnowledgeError(f"{path}:{n}: need question, answer_contains (list) and source") from None
+        items.append(item)
+    return items
+
+
+def first_hit_rank(hits, item: dict) -> int | None:
+    """1-based rank of the first chunk from the expected source containing an expected string."""
+    wanted = [_norm(s) for s in item["answer_contains"]]
+    source = item["source"].strip("/")
+    for rank, h in enumerate(hits, start=1):
+        if h.source == source and any(w in _norm(h.text) for w in wanted):
+            return rank
+    return None
+
+
+def evaluate(retriever: Retriever, items: list[dict]) -> dict:
+    """The metrics dict printed by `appliance eval retrieval --json`."""
+    groups: dict[str, list[int | None]] = defaultdict(list)
+    everything: list[int | None] = []
+    for item in items:
+        rank = first_hit_rank(retriever.search(item["question"], k=max(KS)), item)
+        everything.append(rank)
+        if item.get("lang"):
+            groups[item["lang"]].append(rank)
+    out = _metrics(everything)
+    out["by_lang"] = {lang: _metrics(ranks) for lang, ranks in sorted(groups.items())}
+    return out
+
+
+def _metrics(ranks: list[int | None]) -> dict:
+    n = len(ranks)
+    out: dict = {"n": n}
+    for k in KS:
+        out[f"recall@{k}"] = round(sum(1 for r in ranks if r and r <= k) / n, 4) if n else 0.0
+    out["mrr"] = round(sum(1 / r for r in ranks if r) / n, 4) if n else 0.0
+    return out

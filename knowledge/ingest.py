@@ -1,0 +1,234 @@
+"""Incremental, crash-safe ingest of a folder into a knowledge base.
+
+Per file: stat (then hash only when size/mtime moved) → load → chunk → embed → journal the new
+chunk ids → write vectors → commit chunk rows, FTS rows and manifest entry in one transaction.
+`kill -9` anywhere leaves either the old state or a journal entry the next run cleans up.
+Parsing and chunking run in worker threads ahead of embedding, which holds the main thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from knowledge.chunking import Chunk, chunk_document
+from knowledge.errors import KnowledgeError, LoaderError
+from knowledge.kb import KnowledgeBase
+from knowledge.loaders import load, supported
+from knowledge.manifest import FileRecord
+from knowledge.walk import Candidate, walk
+
+_EMBED_GROUP = 256  # chunks embedded together across small files
+
+
+@dataclass
+class FileResult:
+    """What happened to one file (or skipped folder/link)."""
+
+    source: str
+    status: str  # new, changed, unchanged, removed, failed, skipped
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IngestReport:
+    """Summary of one ingest run."""
+
+    root: str
+    results: list[FileResult] = field(default_factory=list)
+    ignored: Counter = field(default_factory=Counter)  # unsupported extensions
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("walk", "parse", "chunk", "embed", "store", "total"), 0.0))
+    bytes_read: int = 0
+    repaired: int = 0
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def chunks(self) -> int:
+        return sum(r.chunks for r in self.results if r.status in ("new", "changed"))
+
+    @property
+    def problems(self) -> list[FileResult]:
+        return [r for r in self.results if r.status in ("failed", "skipped")]
+
+
+class Progress:
+    """Callbacks the CLI/UI implement to show progress; the defaults do nothing."""
+
+    def start(self, total_files: int) -> None: ...
+    def file_done(self, result: FileResult) -> None: ...
+    def chunks_embedded(self, n: int) -> None: ...
+
+
+@dataclass
+class _Job:
+    cand: Candidate
+    rec: FileRecord
+    status: str
+    future: Future | None = None
+
+
+def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
+           workers: int = 2) -> IngestReport:
+    """Bring the knowledge base in line with the folder `root`. Never raises for one bad file."""
+    progress = progress or Progress()
+    root = Path(root).expanduser().resolve()
+    if not root.is_dir():
+        raise KnowledgeError(f"not a folder: {root}")
+    t0 = time.perf_counter()
+    report = IngestReport(str(root))
+    name = kb.cfg.name
+    report.repaired = repair(kb)
+    known = kb.db.files(name, str(root))
+    cands = list(walk(root, report, supported))
+    report.timings["walk"] = time.perf_counter() - t0
+    jobs = _plan(kb, cands, known, report)
+    progress.start(len(jobs) + report.count("unchanged"))
+    for r in report.results:
+        progress.file_done(r)
+    seen = {c.path for c in cands}
+    for path, rec in known.items():
+        if path not in seen:
+            kb.store.delete(rec.chunk_ids)
+            kb.db.remove_file(name, path)
+            report.results.append(FileResult(rec.source, "removed", len(rec.chunk_ids)))
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="parse") as pool:
+        _run(kb, jobs, pool, report, progress)
+    report.timings["total"] = time.perf_counter() - t0
+    return report
+
+
+def _plan(kb: KnowledgeBase, cands: list[Candidate], known: dict[str, FileRecord],
+          report: IngestReport) -> list[_Job]:
+    jobs = []
+    max_bytes = int(kb.cfg.max_file_mb * 1024 * 1024)
+    for cand in cands:
+        old = known.get(cand.path)
+        if old and old.status in ("done", "failed") and old.size == cand.size and old.mtime == cand.mtime \
+                and old.sha256:
+            report.results.append(FileResult(cand.source, "unchanged", len(old.chunk_ids)))
+            continue
+        rec = FileRecord(cand.path, str(cand.root), cand.source, cand.size, cand.mtime, "", "",
+                         old.chunk_ids if old else [], None, "new", None)
+        if cand.size > max_bytes:
+            report.results.append(_fail(kb, rec, f"over the size limit ({cand.size / 2**20:.1f} MB > "
+                                                 f"{kb.cfg.max_file_mb:g} MB)"))
+            continue
+        jobs.append(_Job(cand, rec, "changed" if old else "new"))
+    return jobs
+
+
+def _run(kb: KnowledgeBase, jobs: list[_Job], pool: ThreadPoolExecutor, report: IngestReport,
+         progress: Progress) -> None:
+    ahead = 8  # parsed files waiting for the embedder, at most
+    for job in jobs[:ahead]:
+        job.future = pool.submit(_prepare, kb, job)
+    group: list[tuple[_Job, list[Chunk]]] = []
+    for i, job in enumerate(jobs):
+        if i + ahead < len(jobs):
+            jobs[i + ahead].future = pool.submit(_prepare, kb, jobs[i + ahead])
+        outcome = job.future.result()
+        if isinstance(outcome, FileResult):
+            report.results.append(outcome)
+            progress.file_done(outcome)
+            continue
+        chunks, raw_len, timings = outcome
+        report.bytes_read += raw_len
+        for key, value in timings.items():
+            report.timings[key] += value
+        group.append((job, chunks))
+        if sum(len(c) for _, c in group) >= _EMBED_GROUP:
+            _flush(kb, group, report, progress)
+    _flush(kb, group, report, progress)
+
+
+def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | FileResult:
+    """Worker thread: read, hash, detect unchanged content, load and chunk one file."""
+    rec, t0 = job.rec, time.perf_counter()
+    try:
+        raw = Path(rec.path).read_bytes()
+    except PermissionError:
+        return _fail(kb, rec, "permission denied")
+    except OSError as e:
+        return _fail(kb, rec, f"unreadable ({e.strerror or e})")
+    rec.sha256 = hashlib.sha256(raw).hexdigest()
+    old = kb.db.files(kb.cfg.name, rec.root).get(rec.path)
+    if old and old.sha256 == rec.sha256 and old.status == "done":
+        kb.db.touch(kb.cfg.name, rec.path, rec.mtime)  # touched, not changed
+        return FileResult(rec.source, "unchanged", len(old.chunk_ids))
+    try:
+        doc = load(Path(rec.path), raw)
+    except LoaderError as e:
+        return _fail(kb, rec, str(e))
+    except Exception as e:  # noqa: BLE001 - a parser bug must cost one file, not the run
+        return _fail(kb, rec, f"could not parse ({type(e).__name__}: {str(e)[:100]})")
+    rec.kind = doc.kind
+    t1 = time.perf_counter()
+    chunks = chunk_document(doc, rec.source, kb.count_tokens, kb.chunk_budget, kb.cfg.chunk_overlap)
+    if not chunks:
+        return _fail(kb, rec, "no text found")
+    return chunks, len(raw), {"parse": t1 - t0, "chunk": time.perf_counter() - t1}
+
+
+def _fail(kb: KnowledgeBase, rec: FileRecord, reason: str) -> FileResult:
+    kb.store.delete(rec.chunk_ids)  # a file that became unreadable leaves the index
+    kb.db.record_failure(kb.cfg.name, rec, reason)
+    return FileResult(rec.source, "failed", 0, reason)
+
+
+def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: IngestReport,
+           progress: Progress) -> None:
+    if not group:
+        return
+    t0 = time.perf_counter()
+    vectors = kb.embedder.encode([c.embed_text for _, chunks in group for c in chunks])
+    report.timings["embed"] += time.perf_counter() - t0
+    progress.chunks_embedded(len(vectors))
+    t1, offset = time.perf_counter(), 0
+    for job, chunks in group:
+        ids = [chunk_id(job.rec.path, c) for c in chunks]
+        part = vectors[offset:offset + len(chunks)]
+        offset += len(chunks)
+        kb.db.begin_write(kb.cfg.name, job.rec, ids)
+        kb.store.delete(sorted(set(job.rec.chunk_ids) - set(ids)))
+        kb.store.upsert(ids, chunks, part)
+        kb.db.commit_file(kb.cfg.name, job.rec, chunks, ids)
+        result = FileResult(job.rec.source, job.status, len(chunks))
+        report.results.append(result)
+        progress.file_done(result)
+    report.timings["store"] += time.perf_counter() - t1
+    group.clear()
+
+
+def chunk_id(path: str, chunk: Chunk) -> str:
+    """Deterministic: the same file and content always give the same ids (upserts are idempotent)."""
+    src = hashlib.sha1(path.encode()).hexdigest()[:12]
+    body = hashlib.sha1(chunk.text.encode()).hexdigest()[:12]
+    return f"{src}-{body}-{chunk.index}"
+
+
+def repair(kb: KnowledgeBase) -> int:
+    """Undo what a crashed run left: journaled-but-uncommitted vectors, and any orphans."""
+    name, fixed = kb.cfg.name, 0
+    for rec in kb.db.files(name).values():
+        if rec.pending_ids is not None:
+            kb.store.delete(sorted(set(rec.pending_ids) - set(rec.chunk_ids)))
+            kb.db.invalidate(name, rec.path)
+            fixed += 1
+    if kb.store.count() != kb.db.chunk_count(name):
+        stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
+        orphans = stored - listed
+        kb.store.delete(sorted(orphans))
+        fixed += len(orphans)
+        missing = listed - stored
+        for path in {m["path"] for m in kb.db.chunks_by_id(missing).values()}:
+            kb.db.invalidate(name, path)
+            fixed += 1
+    return fixed

@@ -1,0 +1,53 @@
+"""A knowledge base: embedder + vector store + manifest/lexical DB, opened together once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from knowledge.embed import Embedder
+from knowledge.manifest import KnowledgeDB
+from knowledge.store import VectorStore
+
+
+@dataclass
+class KBConfig:
+    """How documents are chunked and searched (from the `[knowledge]` settings)."""
+
+    name: str = "default"
+    chunk_tokens: int = 300
+    chunk_overlap: int = 40
+    max_file_mb: float = 50.0
+    embed_batch: int = 64
+    candidates: int = 40
+    cjk_dense_weight: float = 0.3
+    rerank_model: str = ""
+
+
+class KnowledgeBase:
+    """Everything `ingest`, `search` and the chat service need, sharing one embedder."""
+
+    def __init__(self, data_dir: Path, cfg: KBConfig, embedder: Embedder | None = None,
+                 embedding_model: str | None = None) -> None:
+        self.cfg = cfg
+        self.data_dir = Path(data_dir)
+        self.embedder = embedder or Embedder(embedding_model or None, batch_size=cfg.embed_batch)
+        self.db = KnowledgeDB(self.data_dir / "knowledge.db")
+        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id)
+
+    @property
+    def chunk_budget(self) -> int:
+        """Chunk size in embedding tokens, capped so the title/heading prefix still fits the
+        model's input window (all-MiniLM-L6-v2 truncates at 256 tokens)."""
+        return max(32, min(self.cfg.chunk_tokens, self.embedder.max_tokens - 32))
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return self.embedder.count_tokens_batch(texts)
+
+    def reset(self) -> None:
+        """Forget every document of this knowledge base (vectors, chunks, manifest)."""
+        self.store.reset()
+        self.db.clear_kb(self.cfg.name)
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,113 @@
+"""The dense store: one Chroma persistent collection per knowledge base, cosine space.
+
+We always pass our own embeddings (Chroma's default embedding function would download a
+model), and we record which embedding model built the collection so vectors are never mixed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from knowledge.chunking import Chunk
+from knowledge.errors import KnowledgeError
+
+_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
+_BATCH = 1000
+
+
+@dataclass
+class DenseHit:
+    id: str
+    similarity: float  # cosine similarity, 1 = identical direction
+    metadata: dict
+    text: str
+
+
+class ModelMismatch(KnowledgeError):
+    """The collection was built with another embedding model."""
+
+
+def collection_name(kb: str) -> str:
+    """Chroma collection name for knowledge base `kb` (3-512 chars of [a-zA-Z0-9._-])."""
+    name = f"kb-{kb}"
+    if not _NAME.match(name):
+        raise KnowledgeError(f"invalid knowledge base name {kb!r}: use letters, digits, '.', '_' or '-'")
+    return name
+
+
+class VectorStore:
+    """Chroma collection holding chunk vectors, texts and citation metadata."""
+
+    def __init__(self, path: Path, kb: str, model_id: str) -> None:
+        os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+        import chromadb
+        from chromadb.config import Settings
+
+        path.mkdir(parents=True, exist_ok=True)
+        self._client = chromadb.PersistentClient(
+            path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=True))
+        self.name = collection_name(kb)
+        self.model_id = model_id
+        self._col = self._client.get_or_create_collection(
+            self.name, metadata={"hnsw:space": "cosine", "embedding_model": model_id},
+            embedding_function=None)
+        built_with = (self._col.metadata or {}).get("embedding_model")
+        if built_with and built_with != model_id and self._col.count() > 0:
+            raise ModelMismatch(
+                f"knowledge base {kb!r} was indexed with embedding model {built_with!r}, but "
+                f"{model_id!r} is configured; re-index with `appliance ingest DIR --reindex`")
+
+    def reset(self) -> None:
+        """Drop every vector (re-index after an embedding model change)."""
+        self._client.delete_collection(self.name)
+        self._col = self._client.create_collection(
+            self.name, metadata={"hnsw:space": "cosine", "embedding_model": self.model_id},
+            embedding_function=None)
+
+    def count(self) -> int:
+        return self._col.count()
+
+    def upsert(self, ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        for i in range(0, len(ids), _BATCH):
+            part = slice(i, i + _BATCH)
+            self._col.upsert(ids=list(ids[part]), embeddings=vectors[part],
+                             documents=[c.text for c in chunks[part]],
+                             metadatas=[_meta(c) for c in chunks[part]])
+
+    def delete(self, ids: Sequence[str]) -> None:
+        ids = list(ids)
+        for i in range(0, len(ids), _BATCH):
+            self._col.delete(ids=ids[i:i + _BATCH])
+
+    def all_ids(self) -> set[str]:
+        out: set[str] = set()
+        offset = 0
+        while True:
+            got = self._col.get(include=[], limit=5000, offset=offset)["ids"]
+            out.update(got)
+            if len(got) < 5000:
+                return out
+            offset += len(got)
+
+    def query(self, vector: np.ndarray, n: int) -> list[DenseHit]:
+        """Nearest chunks to a unit vector."""
+        total = self.count()
+        if total == 0:
+            return []
+        res = self._col.query(query_embeddings=[vector], n_results=min(n, total),
+                              include=["distances", "metadatas", "documents"])
+        return [DenseHit(i, 1.0 - float(d), m or {}, t or "")
+                for i, d, m, t in zip(res["ids"][0], res["distances"][0], res["metadatas"][0],
+                                      res["documents"][0], strict=True)]
+
+
+def _meta(c: Chunk) -> dict:
+    # Chroma metadata values must be scalars; -1 stands for "no page".
+    return {"source": c.source, "page": c.page if c.page is not None else -1, "heading": c.heading,
+            "title": c.title, "start": c.start, "end": c.end, "index": c.index}

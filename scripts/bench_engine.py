@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""Engine benchmark: one request at a time vs continuous batching vs + prefix cache.
+
+Workload (issue #3): 16 concurrent users, 2 rounds each; every prompt is the same ~350-token
+system prompt plus ~130 distinct user tokens; exactly 64 output tokens each (ignore_eos).
+
+    .venv/bin/python scripts/bench_engine.py [--users 16] [--rounds 2] [--out bench-out/engine.json] [--json]
+
+Modes (one engine switch each, same workload, same config otherwise):
+  a  one request at a time, no prefix cache
+  b  continuous batching, no prefix cache
+  c  continuous batching + prefix cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from appliance.config import load_settings  # noqa: E402
+from appliance.engine.engine import Engine  # noqa: E402
+from appliance.engine.sequence import SamplingParams  # noqa: E402
+from appliance.offline import install_guard  # noqa: E402
+
+MODES = {"a": dict(continuous_batching=False, prefix_cache=False),
+         "b": dict(continuous_batching=True, prefix_cache=False),
+         "c": dict(continuous_batching=True, prefix_cache=True)}
+
+SYSTEM = (
+    "You are the internal knowledge assistant of a mid-sized engineering company. Answer "
+    "employees' questions using only the excerpts you are given from the company's documents: "
+    "policies, runbooks, onboarding guides, product manuals and meeting notes. Cite the excerpt "
+    "numbers you used in square brackets. If the excerpts do not contain the answer, say that "
+    "the documents do not cover it and suggest which team to ask. Keep answers short, factual "
+    "and polite. Never invent procedures, phone numbers, prices or dates. When a question is in "
+    "Chinese, answer in Chinese; otherwise answer in English. Format steps as a numbered list. "
+) * 3
+WORDS = ("vpn certificate laptop printer expense travel booking oncall rota deploy server "
+         "badge office parking leave benefits payroll invoice backup restore password reset "
+         "wifi guest account access review quarterly budget hiring interview onboarding").split()
+
+
+def user_text(rng: random.Random) -> str:
+    """About 130 tokens of distinct question text."""
+    body = " ".join(rng.choice(WORDS) for _ in range(95))
+    return f"Ticket {rng.randrange(10**6)}: my question concerns {body}. What should I do?"
+
+
+def run_mode(name: str, users: int, rounds: int, out_tokens: int) -> dict:
+    settings = load_settings()
+    settings.engine.n_ctx = 10240
+    settings.engine.n_seq_max = users
+    settings.engine.gen_reserve = out_tokens
+    settings.engine.max_queue = users * rounds
+    settings.engine.per_user_queue = users * rounds
+    for key, value in MODES[name].items():
+        setattr(settings.engine, key, value)
+    engine = Engine.from_config(settings)
+    try:
+        params = SamplingParams(max_tokens=out_tokens, temperature=0.7, seed=1, ignore_eos=True)
+        engine.submit([{"role": "user", "content": "warm up"}], SamplingParams(max_tokens=4)).result(120)
+        return _measure(engine, name, users, rounds, params)
+    finally:
+        engine.shutdown()
+
+
+def _measure(engine: Engine, name: str, users: int, rounds: int, params: SamplingParams) -> dict:
+    records: list[dict] = []
+    peak = {"kv_cells_used": 0, "kv_cells_live": 0, "running": 0}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            snap = engine.gauges()
+            for k in peak:
+                peak[k] = max(peak[k], snap[k])
+            time.sleep(0.1)
+
+    def user(uid: int) -> None:
+        rng = random.Random(uid)
+        for r in range(rounds):
+            msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
+            res = engine.submit(msgs, params).result(timeout=1800)
+            records.append({"user": uid, "round": r, **res.stats.__dict__})
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=user, args=(u,)) for u in range(users)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    done.set()
+    watcher.join()
+    return summarise(name, records, wall, peak)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+
+
+def summarise(name: str, records: list[dict], wall: float, peak: dict) -> dict:
+    ttft = [r["ttft"] * 1000 for r in records if r["ttft"] is not None]
+    tpot = [r["tpot"] * 1000 for r in records if r["tpot"] is not None]
+    out = sum(r["generated_tokens"] for r in records)
+    return {"mode": name, "requests": len(records), "wall_s": round(wall, 2),
+            "out_tokens": out, "out_tok_s": round(out / wall, 2),
+            "ttft_p50_ms": round(pct(ttft, 0.5), 1), "ttft_p95_ms": round(pct(ttft, 0.95), 1),
+            "tpot_p50_ms": round(pct(tpot, 0.5), 1), "tpot_p95_ms": round(pct(tpot, 0.95), 1),
+            "peak_kv_cells": peak["kv_cells_used"], "peak_kv_cells_live": peak["kv_cells_live"],
+            "peak_running": peak["running"],
+            "prompt_tokens_mean": round(statistics.mean(r["prompt_tokens"] for r in records), 1),
+            "cached_prompt_tokens_mean": round(statistics.mean(r["cached_prompt_tokens"] for r in records), 1)}
+
+
+def table(results: dict[str, dict]) -> str:
+    base = results.get("a")
+    head = ("| mode | out tok/s | × a | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p95 ms "
+            "| peak KV cells | cached prompt tok |")
+    lines = [head, "|" + "---|" * 9]
+    for k, r in results.items():
+        ratio = f"{r['out_tok_s'] / base['out_tok_s']:.2f}" if base else "-"
+        lines.append(f"| {k} | {r['out_tok_s']} | {ratio} | {r['ttft_p50_ms']} | {r['ttft_p95_ms']} | "
+                     f"{r['tpot_p50_ms']} | {r['tpot_p95_ms']} | {r['peak_kv_cells']} | "
+                     f"{r['cached_prompt_tokens_mean']}/{r['prompt_tokens_mean']} |")
+    if base and "c" in results:
+        c = results["c"]
+        lines.append(f"\nc vs a: throughput ×{c['out_tok_s'] / base['out_tok_s']:.2f}, "
+                     f"TTFT p50 ÷{base['ttft_p50_ms'] / c['ttft_p50_ms']:.1f}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--users", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out-tokens", type=int, default=64)
+    ap.add_argument("--modes", default="abc")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "engine.json")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    args = ap.parse_args()
+    install_guard()
+    results = {}
+    for mode in args.modes:
+        print(f"mode {mode} ...", file=sys.stderr, flush=True)
+        results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"workload": vars(args) | {"out": str(args.out)}, "results": results},
+                                   indent=2))
+    print(table(results))
+    print(f"\nwritten: {args.out}")
+    if args.json:
+        keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells")
+        print(json.dumps({m: {k: r[k] for k in keys} for m, r in results.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The CLI through typer's runner, in a temp data dir."""
+
+import shutil
+
+from typer.testing import CliRunner
+
+from appliance.cli import app
+
+runner = CliRunner()
+
+
+def test_models_list(data_dir):
+    result = runner.invoke(app, ["models", "list"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "smollm2-135m" in result.output and "Q4_1" in result.output
+
+
+def test_models_add_bad_file_is_one_line_error(data_dir, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"hello world, not a model at all")
+    result = runner.invoke(app, ["models", "add", str(bad)])
+    assert result.exit_code == 1
+    assert "not a GGUF" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_models_add_and_verify(data_dir, chat_model_path, tmp_path):
+    copy = tmp_path / "copy.gguf"
+    shutil.copy(chat_model_path, copy)
+    assert runner.invoke(app, ["models", "add", str(copy), "--name", "copy"]).exit_code == 0
+    result = runner.invoke(app, ["models", "verify"])
+    assert result.exit_code == 0 and "copy: ok" in result.output
+
+
+def test_doctor(data_dir):
+    result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for line in ("python", "llama.cpp build", "chat model", "embedding model", "offline guard", "ready"):
+        assert line in result.output
+
+
+def test_doctor_fails_on_missing_model(data_dir):
+    result = runner.invoke(app, ["doctor", "--skip-embedding"],
+                           env={"COLUMNS": "200", "APPLIANCE_CHAT_MODEL": "/nonexistent/x.gguf"})
+    assert result.exit_code == 1 and "not ready" in result.output
+
+
+def test_config_error_is_one_line(data_dir):
+    result = runner.invoke(app, ["config", "show"], env={"APPLIANCE_PORT": "abc"})
+    assert result.exit_code == 1 and "port" in result.output and "Traceback" not in result.output
+
+
+def test_config_init_never_overwrites(tmp_path):
+    target = tmp_path / "appliance.toml"
+    target.write_text("port = 1\n")
+    result = runner.invoke(app, ["config", "init", str(target)])
+    assert result.exit_code == 0 and target.read_text() == "port = 1\n"
