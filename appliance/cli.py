@@ -192,3 +192,7 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,11 +23,11 @@ eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality.")
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
 
 
-def _kb(config: Path | None):
+def _kb(config: Path | None, reindex: bool = False):
     from appliance.cli import _settings
     from appliance.knowledge_service import open_kb
 
-    return open_kb(_settings(config))
+    return open_kb(_settings(config), reindex=reindex)
 
 
 class _RichProgress(IngestProgress):
@@ -61,9 +61,7 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
     """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
     from knowledge.ingest import ingest
 
-    kb = _kb(config)
-    if reindex:
-        kb.reset()
+    kb = _kb(config, reindex=reindex)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         report = ingest(kb, folder, _RichProgress(bar))

@@ -13,7 +13,8 @@ def kb_config(settings: Settings) -> KBConfig:
                     cjk_dense_weight=k.cjk_dense_weight, rerank_model=k.rerank_model)
 
 
-def open_kb(settings: Settings, embedder=None) -> KnowledgeBase:
-    """The configured knowledge base (loads the embedding model unless one is passed)."""
+def open_kb(settings: Settings, embedder=None, reindex: bool = False) -> KnowledgeBase:
+    """The configured knowledge base; `reindex` drops its index first (embedding model change)."""
     model = settings.resolve(settings.embedding_model) if settings.embedding_model else None
-    return KnowledgeBase(settings.data_path, kb_config(settings), embedder=embedder, embedding_model=model)
+    return KnowledgeBase(settings.data_path, kb_config(settings), embedder=embedder, embedding_model=model,
+                         reindex=reindex)

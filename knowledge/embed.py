@@ -41,11 +41,26 @@ def resolve_embedding_model(spec: str | Path | None) -> Path:
 
 
 class Embedder:
-    """Batched, L2-normalised embeddings; on the GPU when torch sees one."""
+    """Batched, L2-normalised embeddings; on the GPU when torch sees one.
+
+    The model loads on first use, so commands that find nothing to embed (an unchanged
+    re-ingest) never pay for importing torch.
+    """
 
     def __init__(self, path: str | Path | None = None, device: str | None = None,
                  batch_size: int = 64) -> None:
         self.path = resolve_embedding_model(path)
+        self.batch_size = batch_size
+        self._device = device
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    def _load(self):
         # Never let sentence-transformers reach for the hub, whatever the caller's environment.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -53,25 +68,40 @@ class Embedder:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer  # heavy: import lazily
 
-        if device is None:
+        if self._device is None:
             import torch
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
-            self.model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+            return SentenceTransformer(str(self.path), device=self._device, local_files_only=True)
         except Exception as e:  # noqa: BLE001 - any load failure is a config problem to report
             raise EmbeddingModelError(f"cannot load embedding model from {self.path}: {e}") from e
-        self.device = device
-        self.batch_size = batch_size
+
+    @property
+    def device(self) -> str:
+        self.model  # noqa: B018 - resolves the device
+        return str(self._device)
+
+    @property
+    def dim(self) -> int:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim() or 0)
-        self.max_tokens = int(getattr(self.model, "max_seq_length", 256) or 256)
+        return int(get_dim() or 0)
+
+    @property
+    def max_tokens(self) -> int:
+        """Input window of the model in tokens (texts beyond it are truncated)."""
+        return int(_read_json(self.path / "sentence_bert_config.json").get("max_seq_length", 256))
 
     @property
     def model_id(self) -> str:
         """Identifies the model for the index: switching models must force a re-index."""
-        return f"{self.path.name}:{self.dim}:{_folder_fingerprint(self.path)}"
+        return f"{self.name}:{_folder_fingerprint(self.path)}"
+
+    @property
+    def name(self) -> str:
+        """A readable model name (the package name for the embedded model's `model/` folder)."""
+        return self.path.parent.name if self.path.name == "model" else self.path.name
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed texts; returns float32 of shape (len(texts), dim), unit length."""
@@ -88,6 +118,15 @@ class Embedder:
         enc = self.model.tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
                                    return_token_type_ids=False, verbose=False)
         return [len(ids) for ids in enc["input_ids"]]
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def _folder_fingerprint(path: Path) -> str:

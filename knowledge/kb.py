@@ -28,12 +28,14 @@ class KnowledgeBase:
     """Everything `ingest`, `search` and the chat service need, sharing one embedder."""
 
     def __init__(self, data_dir: Path, cfg: KBConfig, embedder: Embedder | None = None,
-                 embedding_model: str | None = None) -> None:
+                 embedding_model: str | None = None, reindex: bool = False) -> None:
         self.cfg = cfg
         self.data_dir = Path(data_dir)
         self.embedder = embedder or Embedder(embedding_model or None, batch_size=cfg.embed_batch)
         self.db = KnowledgeDB(self.data_dir / "knowledge.db")
-        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id)
+        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id, reindex=reindex)
+        if reindex:
+            self.db.clear_kb(cfg.name)
 
     @property
     def chunk_budget(self) -> int:
@@ -43,11 +45,6 @@ class KnowledgeBase:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.embedder.count_tokens_batch(texts)
-
-    def reset(self) -> None:
-        """Forget every document of this knowledge base (vectors, chunks, manifest)."""
-        self.store.reset()
-        self.db.clear_kb(self.cfg.name)
 
     def close(self) -> None:
         self.db.close()

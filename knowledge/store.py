@@ -44,7 +44,7 @@ def collection_name(kb: str) -> str:
 class VectorStore:
     """Chroma collection holding chunk vectors, texts and citation metadata."""
 
-    def __init__(self, path: Path, kb: str, model_id: str) -> None:
+    def __init__(self, path: Path, kb: str, model_id: str, reindex: bool = False) -> None:
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
         import chromadb
         from chromadb.config import Settings
@@ -58,7 +58,9 @@ class VectorStore:
             self.name, metadata={"hnsw:space": "cosine", "embedding_model": model_id},
             embedding_function=None)
         built_with = (self._col.metadata or {}).get("embedding_model")
-        if built_with and built_with != model_id and self._col.count() > 0:
+        if reindex:
+            self.reset()
+        elif built_with and built_with != model_id and self._col.count() > 0:
             raise ModelMismatch(
                 f"knowledge base {kb!r} was indexed with embedding model {built_with!r}, but "
                 f"{model_id!r} is configured; re-index with `appliance ingest DIR --reindex`")

@@ -51,3 +51,16 @@ def netns_available() -> bool:
 
 def venv_python() -> str:
     return os.environ.get("APPLIANCE_TEST_PYTHON") or str(ROOT / ".venv" / "bin" / "python")
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """One embedding model for the whole session (loading it takes seconds)."""
+    from knowledge.embed import Embedder
+
+    return Embedder()
+
+
+@pytest.fixture(scope="session")
+def sample_docs() -> Path:
+    return ROOT / "knowledge" / "sample" / "docs"

@@ -1,0 +1,84 @@
+"""One test per loader, on files the tests generate, plus content-based type detection."""
+
+import pytest
+
+from knowledge.errors import LoaderError
+from knowledge.loaders import detect_kind, load
+
+from .kb_helpers import make_docx, make_encrypted_pdf, make_pdf
+
+
+def test_pdf_pages(tmp_path):
+    p = make_pdf(tmp_path / "a.pdf", ["First page about VPN certificates.", "Second page about printers."])
+    doc = load(p, p.read_bytes())
+    assert [s.page for s in doc.sections] == [1, 2]
+    assert "VPN certificates" in doc.sections[0].text and "printers" in doc.sections[1].text
+
+
+def test_pdf_encrypted_truncated_and_scanned(tmp_path):
+    enc = make_encrypted_pdf(tmp_path / "enc.pdf", "secret text")
+    with pytest.raises(LoaderError, match="encrypted"):
+        load(enc, enc.read_bytes())
+    good = make_pdf(tmp_path / "g.pdf", ["hello world"]).read_bytes()
+    with pytest.raises(LoaderError, match="corrupt|truncated|no text"):
+        load(tmp_path / "t.pdf", good[: len(good) // 3])
+    blank = make_pdf(tmp_path / "blank.pdf", [""])
+    with pytest.raises(LoaderError, match="OCR not available"):
+        load(blank, blank.read_bytes())
+
+
+def test_docx_headings(tmp_path):
+    p = make_docx(tmp_path / "guide.docx", "Guide", [("Setup", "Install the agent."), ("Usage", "Run it daily.")])
+    doc = load(p, p.read_bytes())
+    by_heading = {" > ".join(s.heading): s.text for s in doc.sections}
+    assert by_heading["Guide > Setup"] == "Install the agent."
+    assert by_heading["Guide > Usage"] == "Run it daily."
+
+
+def test_random_bytes_named_docx(tmp_path):
+    p = tmp_path / "fake.docx"
+    p.write_bytes(bytes(range(256)) * 10)
+    with pytest.raises(LoaderError, match="not a valid Office file"):
+        load(p, p.read_bytes())
+
+
+def test_html_main_text_without_nav_or_script(tmp_path):
+    html = ("<html><head><title>T</title><script>var secret=1</script></head><body><nav>Home | About</nav>"
+            "<main><h1>Policy</h1><h2>Leave</h2><p>Twenty days per year.</p></main><footer>(c)</footer></body></html>")
+    p = tmp_path / "x.html"
+    p.write_text(html)
+    doc = load(p, p.read_bytes())
+    text = " ".join(s.text for s in doc.sections)
+    assert "Twenty days" in text and "secret" not in text and "Home" not in text and "(c)" not in text
+    assert doc.title == "T" and doc.sections[0].heading == ["Policy", "Leave"]
+
+
+def test_markdown_heading_path_ignores_code_fences(tmp_path):
+    md = "# A\nintro\n## B\nbody b\n```\n# not a heading\n```\n### C\nbody c\n# D\nbody d\n"
+    p = tmp_path / "x.md"
+    p.write_text(md)
+    doc = load(p, p.read_bytes())
+    assert [s.heading for s in doc.sections] == [["A"], ["A", "B"], ["A", "B", "C"], ["D"]]
+    assert "# not a heading" in doc.sections[1].text
+
+
+@pytest.mark.parametrize("encoding", ["gb18030", "latin-1", "utf-8-sig"])
+def test_text_encodings(tmp_path, encoding):
+    text = "知识库离线问答服务器。" * 20 if encoding == "gb18030" else "Café crème brûlée, déjà vu. " * 20
+    p = tmp_path / "x.txt"
+    p.write_bytes(text.encode(encoding))
+    assert load(p, p.read_bytes()).sections[0].text.strip() == text.strip()
+
+
+def test_detect_by_content_when_extension_lies(tmp_path):
+    pdf = make_pdf(tmp_path / "a.pdf", ["x"]).read_bytes()
+    assert detect_kind(tmp_path / "report.txt", pdf) == "pdf"
+    assert detect_kind(tmp_path / "page.txt", b"<!DOCTYPE html><html><body>x</body></html>") == "html"
+    assert detect_kind(tmp_path / "photo.pdf", b"\x89PNG\r\n\x1a\n" + b"0" * 50) == "image"
+
+
+def test_empty_and_image(tmp_path):
+    with pytest.raises(LoaderError, match="empty"):
+        load(tmp_path / "e.txt", b"")
+    with pytest.raises(LoaderError, match="OCR not available"):
+        load(tmp_path / "scan.png", b"\x89PNG\r\n\x1a\n" + b"0" * 50)
