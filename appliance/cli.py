@@ -53,6 +53,12 @@ def _register_knowledge_commands() -> None:
     app.add_typer(k.docs_app, name="docs")
     app.add_typer(k.eval_app, name="eval")
 
+    from appliance import cli_server as s
+
+    app.command("serve")(s.serve_command)
+    app.command("ask")(s.ask_command)
+    app.add_typer(s.users_app, name="users")
+
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
 

@@ -87,6 +87,7 @@ class Settings(_Section):
     offline: bool = Field(True, description="Refuse every non-loopback network connection.")
     offline_allow_hosts: list[str] = Field(default_factory=list,
                                            description="Hosts or IPs allowed through the offline guard.")
+    upload_requires_admin: bool = Field(True, description="Only administrators may upload documents in the UI.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge base.")
     config_path: Path | None = Field(None, exclude=True,

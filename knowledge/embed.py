@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -53,11 +54,14 @@ class Embedder:
         self.batch_size = batch_size
         self._device = device
         self._model = None
+        self._lock = threading.Lock()
 
     @property
     def model(self):
         if self._model is None:
-            self._model = self._load()
+            with self._lock:  # ingest workers may all ask at once: load once
+                if self._model is None:
+                    self._model = self._load()
         return self._model
 
     def _load(self):

@@ -145,3 +145,18 @@ def test_sequential_mode_runs_one_at_a_time():
     s.add(b)
     items = s.schedule()
     assert {i.seq.id for i in items} == {a.id}
+
+
+def test_single_slot_reuses_its_cached_prefix():
+    s = make(n_slots=1, max_running=1)
+    a = seq(list(range(30)) + [500], max_tokens=2)
+    s.add(a)
+    while not a.is_finished:
+        run_step(s)
+    b = seq(list(range(30)) + [600], max_tokens=2)
+    s.add(b)
+    s.schedule()
+    assert b.status is Status.RUNNING and b.n_cached_prompt == 30
+    while not b.is_finished:
+        run_step(s)
+    assert s.cache.live_cells() == 0

@@ -187,6 +187,17 @@ class KVCache:
         s.cached = True
         s.last_used = time.monotonic()
 
+    def is_cached(self, slot: int) -> bool:
+        return slot in self._slots and self._slots[slot].cached
+
+    def take_over(self, slot: int, n: int) -> int:
+        """Reuse a cached slot for a new sequence that shares its first `n` tokens."""
+        self.truncate(slot, n)
+        s = self._slots[slot]
+        s.cached = False
+        s.last_used = time.monotonic()
+        return slot
+
     def evict_one(self, keep: int | None = None) -> bool:
         """Release the least recently used cached slot (not `keep`). False if none."""
         for sid in self.cached_slots():

@@ -198,11 +198,17 @@ class Scheduler:
                 break
         fits = self.cache.free_cells - promised >= need or (
             not self.running and self.cache.free_cells >= len(tokens) - n_match)
-        if not fits or self.cache.free_slots() == 0:
+        if not fits:
             return False
-        slot = self.cache.allocate()
-        if n_match > 0 and src is not None:
-            self.cache.share(src, slot, n_match)
+        if self.cache.free_slots() == 0:
+            if src is None or not self.cache.is_cached(src):
+                return False
+            # The only slot to be had holds our own prefix: take it over instead of copying.
+            slot = self.cache.take_over(src, n_match)
+        else:
+            slot = self.cache.allocate()
+            if n_match > 0 and src is not None:
+                self.cache.share(src, slot, n_match)
         self._record_prefix(seq, n_match)
         seq.slot, seq.n_computed = slot, n_match
         seq.status = Status.RUNNING

@@ -1,0 +1,160 @@
+"""Accounts, password hashing (scrypt), API keys (stored hashed) and login throttling, in SQLite."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance.errors import ApplianceError
+
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+KEY_PREFIX = "apl-"
+MAX_FAILURES = 5
+LOCK_SECONDS = 60.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, pw_hash TEXT NOT NULL, role TEXT NOT NULL,
+                                  created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, user TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE,
+                                     created REAL NOT NULL, revoked REAL);
+"""
+
+
+class AuthError(ApplianceError):
+    """Bad credentials, unknown user, or a locked account."""
+
+
+@dataclass
+class User:
+    name: str
+    role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def hash_password(password: str) -> str:
+    """scrypt (memory-hard) with a random salt, in a self-describing string."""
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT, dklen=32)
+    return f"scrypt${_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    try:
+        _, n, r, p, salt, digest = stored.split("$")
+        got = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=32)
+    except (ValueError, TypeError):
+        return False
+    return hmac.compare_digest(got.hex(), digest)
+
+
+def _key_hash(key: str) -> str:
+    # API keys are 256 random bits: a plain hash is enough (no dictionary to attack).
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class UserStore:
+    """Users and API keys of one appliance (`<data_dir>/users.db`)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        self._conn.executescript(SCHEMA)
+        self._lock = threading.Lock()
+        self._failures: dict[str, tuple[int, float]] = {}
+
+    # -- users ---------------------------------------------------------------------------
+    def add(self, name: str, password: str, admin: bool = False) -> User:
+        if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise AuthError(f"invalid user name {name!r}: letters, digits, '-', '_', '.'")
+        if len(password) < 8:
+            raise AuthError("password must have at least 8 characters")
+        with self._lock, self._conn:
+            try:
+                self._conn.execute("INSERT INTO users VALUES (?, ?, ?, ?)",
+                                   (name, hash_password(password), "admin" if admin else "user", time.time()))
+            except sqlite3.IntegrityError:
+                raise AuthError(f"user {name!r} already exists") from None
+        return User(name, "admin" if admin else "user")
+
+    def remove(self, name: str) -> None:
+        with self._lock, self._conn:
+            if not self._conn.execute("DELETE FROM users WHERE name = ?", (name,)).rowcount:
+                raise AuthError(f"no user {name!r}")
+            self._conn.execute("UPDATE api_keys SET revoked = ? WHERE user = ? AND revoked IS NULL",
+                               (time.time(), name))
+
+    def set_password(self, name: str, password: str) -> None:
+        if len(password) < 8:
+            raise AuthError("password must have at least 8 characters")
+        with self._lock, self._conn:
+            if not self._conn.execute("UPDATE users SET pw_hash = ? WHERE name = ?",
+                                      (hash_password(password), name)).rowcount:
+                raise AuthError(f"no user {name!r}")
+
+    def list(self) -> list[tuple[User, int]]:
+        """Users with their count of active API keys."""
+        rows = self._conn.execute(
+            "SELECT u.name, u.role, (SELECT COUNT(*) FROM api_keys k WHERE k.user = u.name AND k.revoked IS NULL)"
+            " FROM users u ORDER BY u.name").fetchall()
+        return [(User(n, r), k) for n, r, k in rows]
+
+    def get(self, name: str) -> User | None:
+        row = self._conn.execute("SELECT name, role FROM users WHERE name = ?", (name,)).fetchone()
+        return User(*row) if row else None
+
+    def count(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
+
+    # -- login ---------------------------------------------------------------------------
+    def login(self, name: str, password: str) -> User:
+        """Check a password; after MAX_FAILURES wrong ones the account is locked LOCK_SECONDS."""
+        count, since = self._failures.get(name, (0, 0.0))
+        if count >= MAX_FAILURES and time.monotonic() - since < LOCK_SECONDS:
+            raise AuthError(f"too many failed logins; try again in {LOCK_SECONDS - (time.monotonic() - since):.0f}s")
+        row = self._conn.execute("SELECT role, pw_hash FROM users WHERE name = ?", (name,)).fetchone()
+        if row is None or not verify_password(password, row[1]):
+            count = 0 if count >= MAX_FAILURES else count
+            self._failures[name] = (count + 1, time.monotonic())
+            raise AuthError("wrong user name or password")
+        self._failures.pop(name, None)
+        return User(name, row[0])
+
+    # -- API keys ------------------------------------------------------------------------
+    def create_key(self, name: str) -> str:
+        """A new API key for `name`; returned once, stored only as a hash."""
+        if self.get(name) is None:
+            raise AuthError(f"no user {name!r}")
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        with self._lock, self._conn:
+            self._conn.execute("INSERT INTO api_keys VALUES (?, ?, ?, ?, NULL)",
+                               (key[:12], name, _key_hash(key), time.time()))
+        return key
+
+    def revoke_key(self, key_or_id: str) -> int:
+        """Revoke by the full key or its id (the first 12 characters). Returns keys revoked."""
+        with self._lock, self._conn:
+            return self._conn.execute(
+                "UPDATE api_keys SET revoked = ? WHERE revoked IS NULL AND (key_hash = ? OR id = ? OR user = ?)",
+                (time.time(), _key_hash(key_or_id), key_or_id[:12], key_or_id)).rowcount
+
+    def keys(self, name: str | None = None) -> list[tuple[str, str, bool]]:
+        """(key id, user, active) for listing; the keys themselves are never stored."""
+        rows = self._conn.execute("SELECT id, user, revoked IS NULL FROM api_keys" +
+                                  (" WHERE user = ?" if name else "") + " ORDER BY created",
+                                  (name,) if name else ()).fetchall()
+        return [(i, u, bool(a)) for i, u, a in rows]
+
+    def user_for_key(self, key: str) -> User | None:
+        row = self._conn.execute(
+            "SELECT u.name, u.role FROM api_keys k JOIN users u ON u.name = k.user "
+            "WHERE k.key_hash = ? AND k.revoked IS NULL", (_key_hash(key),)).fetchone()
+        return User(*row) if row else None

@@ -1,0 +1,132 @@
+"""The RAG chat service, shared by the API, the UI and `appliance ask`.
+
+Prompt layout, chosen so the KV prefix cache hits: the fixed system prompt first, then the
+conversation history, then the numbered excerpts, then the question. Only the last turn differs
+between two questions of the same conversation, so everything before it is served from cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+from appliance.engine.backend import ChatBackend
+from appliance.engine.request import Request
+from appliance.engine.sequence import SamplingParams
+from knowledge.lexical import is_cjk_text, terms
+from knowledge.retrieve import Hit, Retriever
+
+SYSTEM_PROMPT = (
+    "You are the company's document assistant. Answer only from the numbered excerpts in the "
+    "user's message, and cite the excerpts you use as [1], [2] and so on. If the excerpts do not "
+    "answer the question, say that the documents do not cover it. Answer in the language of the "
+    "question, briefly and precisely."
+)
+NOT_COVERED = {"en": "The documents do not cover this question. The nearest sources are listed below.",
+               "zh": "文档中没有涉及这个问题。下面列出了最接近的来源。"}
+
+
+@dataclass
+class RagSettings:
+    """Retrieval and prompt budget of the chat service."""
+
+    top_k: int = 4
+    min_similarity: float = 0.3      # English: dense cosine similarity of the best excerpt
+    min_overlap: float = 0.4         # Chinese: share of the question's bigrams found in the excerpt
+    context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
+    excerpt_chars: int = 1200
+
+
+@dataclass
+class Prepared:
+    """A chat turn ready to run: the engine messages and the citations behind them."""
+
+    messages: list[dict]
+    citations: list[dict] = field(default_factory=list)
+    covered: bool = True
+    lang: str = "en"
+
+    @property
+    def fixed_answer(self) -> str | None:
+        return None if self.covered else NOT_COVERED[self.lang]
+
+
+class ChatService:
+    """Retrieval + prompt assembly + generation."""
+
+    def __init__(self, backend: ChatBackend, retriever: Retriever | None, cfg: RagSettings | None = None) -> None:
+        self.backend = backend
+        self.retriever = retriever
+        self.cfg = cfg or RagSettings()
+
+    def prepare(self, messages: list[dict], rag: bool = True) -> Prepared:
+        """Retrieve for the last user message and build the prompt (or the not-covered answer)."""
+        if not messages or messages[-1].get("role") != "user":
+            raise ValueError("the last message must come from the user")
+        question = str(messages[-1]["content"])
+        lang = "zh" if is_cjk_text(question) else "en"
+        if not rag or self.retriever is None:
+            return Prepared(list(messages), lang=lang)
+        hits = self.retriever.search(question, k=self.cfg.top_k)
+        citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
+        if not hits or not any(self._relevant(question, h, lang) for h in hits):
+            return Prepared([], citations[:3], covered=False, lang=lang)
+        history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
+        turn = _question_turn(question, citations, lang)
+        system = {"role": "system", "content": SYSTEM_PROMPT}
+        return Prepared(self._fit(system, history, turn), citations, lang=lang)
+
+    def _relevant(self, question: str, hit: Hit, lang: str) -> bool:
+        if lang == "zh":  # the default embedder is English-only: judge Chinese by term overlap
+            q = set(terms(question))
+            return bool(q) and len(q & set(terms(hit.text))) / len(q) >= self.cfg.min_overlap
+        return hit.similarity >= self.cfg.min_similarity
+
+    def _fit(self, system: dict, history: list[dict], turn: dict) -> list[dict]:
+        """Drop the oldest history turns until the prompt fits the context budget."""
+        while True:
+            messages = [system, *history, turn]
+            if not history or len(self.backend.tokenize_messages(messages)) <= self.cfg.context_tokens:
+                return messages
+            history = history[2:] if len(history) > 1 else []
+
+    def submit(self, prepared: Prepared, params: SamplingParams) -> Request | None:
+        """Start generation; None when the answer is the fixed not-covered text."""
+        if not prepared.covered:
+            return None
+        return self.backend.submit(prepared.messages, params)
+
+    def stream(self, prepared: Prepared, params: SamplingParams) -> Iterator[str]:
+        """Blocking stream of answer text (CLI, UI)."""
+        req = self.submit(prepared, params)
+        if req is None:
+            yield prepared.fixed_answer or ""
+            return
+        try:
+            yield from req
+        finally:
+            req.cancel()  # no-op when finished; frees the KV when the consumer stopped early
+
+    async def astream(self, prepared: Prepared, params: SamplingParams) -> AsyncIterator[str]:
+        req = self.submit(prepared, params)
+        if req is None:
+            yield prepared.fixed_answer or ""
+            return
+        async for delta in req:
+            yield delta
+
+
+def _question_turn(question: str, citations: list[dict], lang: str) -> dict:
+    blocks = []
+    for c in citations:
+        where = c["source"] + (f", page {c['page']}" if c["page"] else "") + (f", {c['heading']}" if c["heading"] else "")
+        blocks.append(f"[{c['n']}] ({where})\n{c['text']}")
+    lead = "以下是文档摘录：" if lang == "zh" else "Excerpts from the documents:"
+    ask = "请用中文回答，并注明引用编号。" if lang == "zh" else "Answer in English and cite the excerpt numbers."
+    return {"role": "user", "content": f"{lead}\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{ask}"}
+
+
+def _citation(n: int, hit: Hit, max_chars: int) -> dict:
+    return {"n": n, "source": hit.source, "page": hit.page, "heading": hit.heading, "score": hit.score,
+            "similarity": hit.similarity, "snippet": hit.text[:240], "text": hit.text[:max_chars],
+            "start": hit.start, "end": hit.end}

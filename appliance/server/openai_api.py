@@ -1,0 +1,98 @@
+"""OpenAI-compatible routes: /v1/chat/completions, /v1/models, /v1/embeddings. Thin: they parse,
+call the chat service, and format with `wire`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from appliance.engine.errors import EngineOverloaded, EngineStopped, PromptTooLong
+from appliance.server import wire
+from appliance.server.auth import User
+from appliance.server.chat import Prepared
+from appliance.server.deps import current_user, services
+from appliance.server.services import Services
+
+RAG_MODEL = "appliance-rag"
+router = APIRouter(prefix="/v1")
+
+
+@router.get("/models")
+def list_models(user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
+    now = int(time.time())
+    names = [RAG_MODEL, svc.engine.model_name]
+    return {"object": "list", "data": [{"id": n, "object": "model", "created": now, "owned_by": "appliance"}
+                                       for n in names]}
+
+
+@router.post("/embeddings")
+def embeddings(body: wire.EmbeddingRequest, user: User = Depends(current_user),
+               svc: Services = Depends(services)) -> dict:
+    texts = [body.input] if isinstance(body.input, str) else list(body.input)
+    if not texts or len(texts) > 2048:
+        raise wire.ApiError(400, "input must hold 1 to 2048 strings", "invalid_input")
+    vectors = svc.kb.embedder.encode(texts)
+    n_tokens = sum(svc.kb.embedder.count_tokens_batch(texts))
+    return {"object": "list", "model": body.model or svc.kb.embedder.name,
+            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_user),
+                           svc: Services = Depends(services)):
+    if body.model not in (RAG_MODEL, svc.engine.model_name):
+        raise wire.ApiError(404, f"model {body.model!r} does not exist; see /v1/models", "model_not_found")
+    try:
+        params = body.params(user.name)
+        prepared = await asyncio.to_thread(svc.chat.prepare, body.plain_messages(), body.model == RAG_MODEL)
+        req = svc.chat.submit(prepared, params)
+    except EngineOverloaded as e:
+        raise wire.ApiError(503, str(e), "server_busy", "server_error",
+                            headers={"Retry-After": str(int(e.retry_after + 0.999))}) from None
+    except PromptTooLong as e:
+        raise wire.ApiError(400, str(e), "context_length_exceeded") from None
+    except EngineStopped as e:
+        raise wire.ApiError(503, str(e), "engine_stopped", "server_error", headers={"Retry-After": "30"}) from None
+    except ValueError as e:
+        raise wire.ApiError(400, str(e), "invalid_request") from None
+    citations = prepared.citations if body.model == RAG_MODEL else None
+    cid = wire.new_id()
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(_stream(cid, body.model, req, prepared, citations, include_usage),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    if req is None:
+        return JSONResponse(wire.completion(cid, body.model, prepared.fixed_answer or "", "stop", wire.usage(None),
+                                            citations))
+    try:
+        result = await req.aresult()
+    finally:
+        req.cancel()  # the client went away before the end: free the KV
+    return JSONResponse(wire.completion(cid, body.model, result.text, result.finish_reason,
+                                        wire.usage(result.stats), citations))
+
+
+async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list | None, include_usage: bool):
+    extra = {"citations": citations} if citations is not None else None
+    yield wire.chunk(cid, model, {"role": "assistant", "content": ""}, extra=extra)
+    if req is None:
+        yield wire.chunk(cid, model, {"content": prepared.fixed_answer or ""})
+        yield wire.chunk(cid, model, {}, finish="stop")
+        if include_usage:
+            yield wire.usage_chunk(cid, model, wire.usage(None))
+        yield wire.sse("[DONE]")
+        return
+    try:
+        async for delta in req:
+            yield wire.chunk(cid, model, {"content": delta})
+        result = req.result()
+        yield wire.chunk(cid, model, {}, finish=result.finish_reason)
+        if include_usage:
+            yield wire.usage_chunk(cid, model, wire.usage(result.stats))
+        yield wire.sse("[DONE]")
+    finally:
+        req.cancel()  # client disconnect: Starlette stops this generator; free the sequence's KV

@@ -1,0 +1,112 @@
+"""The OpenAI wire format in one place: request models, responses, SSE chunks, error JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from appliance.engine.sequence import SamplingParams, Stats
+
+
+class ApiError(Exception):
+    """Raised by routes; rendered in OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, code: str, type_: str = "invalid_request_error",
+                 headers: dict | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code, self.type, self.headers = status, message, code, type_, headers
+
+
+def error_body(message: str, code: str, type_: str) -> dict:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: str
+    content: str | list | None = ""
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # [{"type": "text", "text": ...}, ...]
+            return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float = Field(0.7, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    user: str | None = None
+    stream_options: StreamOptions | None = None
+
+    def params(self, user: str) -> SamplingParams:
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return SamplingParams(max_tokens=self.max_completion_tokens or self.max_tokens, temperature=self.temperature,
+                              top_p=self.top_p, seed=self.seed, stop=stop, user=user)
+
+    def plain_messages(self) -> list[dict]:
+        return [{"role": m.role, "content": m.text()} for m in self.messages]
+
+
+class EmbeddingRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    input: str | list[str]
+    model: str = ""
+
+
+def new_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+def usage(stats: Stats | None, prompt_tokens: int = 0) -> dict:
+    p = stats.prompt_tokens if stats else prompt_tokens
+    c = stats.generated_tokens if stats else 0
+    out = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+    if stats:
+        out["prompt_tokens_details"] = {"cached_tokens": stats.cached_prompt_tokens}
+    return out
+
+
+def completion(cid: str, model: str, text: str, finish: str, use: dict, citations: list | None) -> dict:
+    body = {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": _finish(finish)}], "usage": use}
+    if citations is not None:
+        body["citations"] = citations
+    return body
+
+
+def chunk(cid: str, model: str, delta: dict, finish: str | None = None, extra: dict | None = None) -> str:
+    body = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": _finish(finish) if finish else None}]}
+    body.update(extra or {})
+    return sse(body)
+
+
+def usage_chunk(cid: str, model: str, use: dict) -> str:
+    return sse({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [], "usage": use})
+
+
+def sse(body: dict | str) -> str:
+    data = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return f"data: {data}\n\n"
+
+
+def _finish(reason: str) -> str:
+    # OpenAI knows stop/length; cancellation and errors are reported as "stop".
+    return "length" if reason == "length" else "stop"

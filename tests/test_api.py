@@ -1,0 +1,163 @@
+"""The OpenAI-compatible API through the official `openai` client, against a real server."""
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .server_helpers import start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = start_server(tmp_path_factory.mktemp("srv"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=server.key, max_retries=0)
+
+
+def test_first_start_prints_admin_password(server):
+    assert len(server.admin_password) >= 12 and server.key.startswith("apl-")
+
+
+def test_models(client):
+    ids = [m.id for m in client.models.list()]
+    assert "appliance-rag" in ids and "smollm2-135m" in ids
+
+
+def test_non_streaming_usage_and_citation(client):
+    r = client.chat.completions.create(model="appliance-rag", max_tokens=24, temperature=0, messages=[
+        {"role": "user", "content": "Which port does the server listen on by default?"}])
+    assert r.choices[0].message.content
+    assert r.usage.completion_tokens > 0 and r.usage.prompt_tokens > 100
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    citations = r.model_extra["citations"]
+    assert citations[0]["source"] == "en/getting-started.md"
+    assert {"source", "page", "heading", "snippet", "score"} <= set(citations[0])
+
+
+def test_not_covered_path(client):
+    r = client.chat.completions.create(model="appliance-rag", max_tokens=24, messages=[
+        {"role": "user", "content": "What is the boiling point of tungsten on Mars?"}])
+    assert "do not cover" in r.choices[0].message.content
+    assert r.model_extra["citations"]  # the nearest sources are still shown
+
+
+def test_streaming_with_usage_and_stop(client):
+    stream = client.chat.completions.create(model="smollm2-135m", max_tokens=30, temperature=0, stream=True,
+                                            stream_options={"include_usage": True},
+                                            messages=[{"role": "user", "content": "Count: one, two, three,"}])
+    parts, usage = [], None
+    for ch in stream:
+        if ch.choices:
+            parts.append(ch.choices[0].delta.content or "")
+        if ch.usage:
+            usage = ch.usage
+    text = "".join(parts)
+    assert text and usage and usage.completion_tokens > 0
+    word = text.split()[2] if len(text.split()) > 2 else text.split()[0]
+    r = client.chat.completions.create(model="smollm2-135m", max_tokens=30, temperature=0, stop=[word],
+                                       messages=[{"role": "user", "content": "Count: one, two, three,"}])
+    assert word not in r.choices[0].message.content
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_wrong_key_401_and_revocation(server):
+    bad = openai.OpenAI(base_url=server.url + "/v1", api_key="apl-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+    key = server.cli("users", "key", "create", "admin").stdout.strip()
+    assert httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    assert server.cli("users", "key", "revoke", key).returncode == 0
+    r = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_non_admin_cannot_reach_admin_routes(server):
+    assert server.cli("users", "add", "bob", "--password-stdin", stdin="bobs-password\n").returncode == 0
+    bob = server.cli("users", "key", "create", "bob").stdout.strip()
+    assert httpx.get(server.url + "/admin/stats", headers={"Authorization": f"Bearer {bob}"}).status_code == 403
+    r = httpx.get(server.url + "/admin/stats", headers={"Authorization": f"Bearer {server.key}"})
+    assert r.status_code == 200 and "engine" in r.json()
+
+
+def test_healthz_open_everything_else_closed(server):
+    assert httpx.get(server.url + "/healthz").json()["status"] == "ok"
+    assert httpx.get(server.url + "/metrics").status_code == 401
+    assert httpx.post(server.url + "/v1/chat/completions", json={}).status_code == 401
+
+
+def test_metrics_parse_and_move(server, client):
+    def generated():
+        text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        return fams["appliance_generated_tokens"].samples[0].value, fams
+    before, fams = generated()
+    assert "appliance_ttft_seconds" in fams and "appliance_kv_cells_used" in fams
+    client.chat.completions.create(model="smollm2-135m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    after, _ = generated()
+    assert after > before
+
+
+def test_embeddings(client):
+    data = client.embeddings.create(model="any", input=["hello", "你好"]).data
+    assert len(data) == 2 and len(data[0].embedding) == 384
+
+
+def test_invalid_request_uses_openai_error_shape(server):
+    r = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {server.key}"},
+                   json={"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    r = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {server.key}"},
+                   json={"model": "smollm2-135m", "messages": []})
+    assert r.status_code == 400 and "error" in r.json()
+
+
+def test_client_disconnect_cancels_generation(server):
+    headers = {"Authorization": f"Bearer {server.key}"}
+    body = {"model": "smollm2-135m", "stream": True, "max_tokens": 400,
+            "messages": [{"role": "user", "content": "Write a very long story about a lighthouse."}]}
+    with httpx.stream("POST", server.url + "/v1/chat/completions", headers=headers, json=body, timeout=60) as r:
+        lines = 0
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                lines += 1
+            if lines >= 4:
+                break  # drop the connection mid-stream
+
+    def running():
+        return httpx.get(server.url + "/admin/stats", headers=headers).json()["engine"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and running()["running"] > 0:
+        time.sleep(0.2)
+    snap = running()
+    assert snap["running"] == 0 and snap["kv_cells_live"] == 0
+    assert snap["requests"].get("cancelled", 0) >= 1
+
+
+def test_overload_gives_503_with_retry_after(tmp_path):
+    s = start_server(tmp_path, "--no-ui", env={"APPLIANCE_ENGINE__N_SEQ_MAX": "1", "APPLIANCE_ENGINE__MAX_QUEUE": "1",
+                                               "APPLIANCE_KNOWLEDGE__SAMPLE_DOCS": "false"})
+    try:
+        import concurrent.futures as cf
+
+        def call(i):
+            return httpx.post(s.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {s.key}"},
+                              json={"model": "smollm2-135m", "max_tokens": 60,
+                                    "messages": [{"role": "user", "content": f"Story {i}"}]}, timeout=120)
+        with cf.ThreadPoolExecutor(8) as pool:
+            responses = list(pool.map(call, range(8)))
+        codes = [r.status_code for r in responses]
+        assert 503 in codes and 200 in codes, codes
+        busy = next(r for r in responses if r.status_code == 503)
+        assert int(busy.headers["Retry-After"]) >= 1
+        assert json.loads(busy.text)["error"]["code"] == "server_busy"
+    finally:
+        s.stop()

@@ -1,0 +1,149 @@
+"""The Gradio UI, mounted into the FastAPI app. It calls the same services as the API.
+
+Air-gap rules: system fonts only (no web fonts), analytics off, no SSR node server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from appliance.engine.sequence import SamplingParams  # noqa: E402
+from appliance.server.services import Services  # noqa: E402
+from ui.admin import build_admin_tab  # noqa: E402
+from ui.render import render_sources  # noqa: E402
+
+THEME = gr.themes.Base(font=["system-ui", "-apple-system", "Segoe UI", "sans-serif"],
+                       font_mono=["ui-monospace", "Menlo", "Consolas", "monospace"])
+UPLOAD_TYPES = [".pdf", ".docx", ".pptx", ".xlsx", ".html", ".htm", ".md", ".txt"]
+
+
+def _user(request: gr.Request) -> str:
+    return request.username or "anonymous"
+
+
+def build_ui(svc: Services) -> gr.Blocks:
+    """The Blocks app: chat with sources and history, documents, admin."""
+    with gr.Blocks(title="Knowledge appliance", analytics_enabled=False) as demo:
+        conv_id = gr.State(None)
+        with gr.Row():
+            gr.Markdown("## Knowledge appliance")
+            gr.Button("Log out", link="/logout", size="sm", scale=0, elem_id="logout")
+        with gr.Tab("Chat"):
+            with gr.Row():
+                with gr.Column(scale=1, min_width=200):
+                    new_btn = gr.Button("New chat", elem_id="new-chat")
+                    convs = gr.Radio(label="Conversations", choices=[], elem_id="conversations")
+                    del_btn = gr.Button("Delete chat", variant="stop", size="sm")
+                with gr.Column(scale=3):
+                    chat = gr.Chatbot(label="Answer", height=460, elem_id="chatbot")
+                    with gr.Row():
+                        box = gr.Textbox(placeholder="Ask a question about your documents…", show_label=False,
+                                         scale=5, elem_id="question")
+                        send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                with gr.Column(scale=2, min_width=260):
+                    sources = gr.HTML("<p>Sources appear here.</p>", label="Sources", elem_id="sources")
+
+        def ask(question: str, history: list, cid: str | None, request: gr.Request):
+            user = _user(request)
+            question = (question or "").strip()
+            if not question:
+                yield history, gr.update(), cid, gr.update(), ""
+                return
+            messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
+            messages.append({"role": "user", "content": question})
+            prepared = svc.chat.prepare(messages)
+            shown = [*messages, {"role": "assistant", "content": ""}]
+            html = render_sources(prepared.citations, prepared.covered)
+            yield shown, html, cid, gr.update(), ""
+            for delta in svc.chat.stream(prepared, SamplingParams(max_tokens=512, temperature=0.3, user=user)):
+                shown[-1]["content"] += delta
+                yield shown, html, cid, gr.update(), ""
+            cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": shown[-1]["content"],
+                                                           "citations": prepared.citations}])
+            yield shown, html, cid, _conv_choices(svc, user, cid), ""
+
+        for trigger in (send.click, box.submit):
+            trigger(ask, [box, chat, conv_id], [chat, sources, conv_id, convs, box])
+
+        def load_conv(choice: str | None, request: gr.Request):
+            if not choice:
+                return [], "<p>Sources appear here.</p>", None
+            msgs = svc.history.get(_user(request), choice)
+            last = next((m.get("citations") for m in reversed(msgs) if m.get("citations")), [])
+            return [{"role": m["role"], "content": m["content"]} for m in msgs], render_sources(last, True), choice
+
+        convs.input(load_conv, [convs], [chat, sources, conv_id])
+        new_btn.click(lambda: ([], "<p>Sources appear here.</p>", None, gr.update(value=None)),
+                      None, [chat, sources, conv_id, convs])
+
+        def delete(cid: str | None, request: gr.Request):
+            if cid:
+                svc.history.delete(_user(request), cid)
+            return [], "<p>Sources appear here.</p>", None, _conv_choices(svc, _user(request), None)
+
+        del_btn.click(delete, [conv_id], [chat, sources, conv_id, convs])
+        def on_load(request: gr.Request):
+            return _conv_choices(svc, _user(request), None)
+
+        demo.load(on_load, None, [convs])
+        _documents_tab(svc)
+        build_admin_tab(svc)
+    return demo
+
+
+def _conv_choices(svc: Services, user: str, selected: str | None):
+    choices = [(title, cid) for cid, title in svc.history.list(user)]
+    return gr.update(choices=choices, value=selected)
+
+
+def _text(content) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+def _documents_tab(svc: Services) -> None:
+    admin_only = svc.settings.upload_requires_admin
+    with gr.Tab("Documents"):
+        files = gr.File(label="Upload documents", file_count="multiple", file_types=UPLOAD_TYPES)
+        go = gr.Button("Upload and index", variant="primary")
+        summary = gr.Markdown()
+
+        def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
+            user = svc.users.get(_user(request))
+            if admin_only and (user is None or not user.is_admin):
+                return "Only administrators can upload documents."
+            if not paths:
+                return "Choose files first."
+            target = svc.settings.data_path / "uploads"
+            target.mkdir(parents=True, exist_ok=True)
+            for p in paths:
+                name = Path(p).name.replace("/", "_").lstrip(".") or "upload"
+                shutil.copyfile(p, target / name)  # a plain name: no path traversal possible
+            progress(0.1, desc="indexing")
+            report = svc.run_ingest(target)
+            from ui.render import render_report
+
+            return render_report(report)
+
+        go.click(upload, [files], [summary])
+
+
+def mount_ui(app, svc: Services) -> None:
+    """Mount the UI at / with login through the appliance's user store."""
+
+    def check(username: str, password: str) -> bool:
+        try:
+            svc.users.login(username, password)
+            return True
+        except Exception:  # noqa: BLE001 - wrong password and lockout both mean "no"
+            return False
+
+    gr.mount_gradio_app(app, build_ui(svc), path="", auth=check, ssr_mode=False, theme=THEME,
+                        footer_links=[], auth_message="Knowledge appliance: log in with your account.")
