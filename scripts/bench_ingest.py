@@ -59,7 +59,8 @@ def generate(folder: Path, megabytes: float, seed: int = 7) -> int:
             path.write_text("\n\n".join(f"## Section {i}\n\n{p}" for i, p in enumerate(paras)))
         elif kind == "html":
             body = "".join(f"<h2>Part {i}</h2><p>{p}</p>" for i, p in enumerate(paras))
-            path.write_text(f"<html><head><title>Doc {n}</title></head><body><nav>menu</nav><main>{body}</main></body></html>")
+            path.write_text(f"<html><head><title>Doc {n}</title></head><body><nav>menu</nav>"
+                            f"<main>{body}</main></body></html>")
         elif kind == "txt":
             path.write_text("\n\n".join(paras))
         elif kind == "docx":

@@ -74,7 +74,8 @@ def build_admin_tab(svc: Services) -> None:
                     return f"Error: {e}", table(request)
             return run
 
-        add.click(guarded(lambda n, p, a: f"Added {svc.users.add(n, p, a).name}."), [name, password, admin], [out, users])
+        add.click(guarded(lambda n, p, a: f"Added {svc.users.add(n, p, a).name}."),
+                  [name, password, admin], [out, users])
         key.click(guarded(lambda n, p, a: f"New key for {n} (shown once): `{svc.users.create_key(n)}`"),
                   [name, password, admin], [out, users])
         revoke.click(guarded(lambda n, p, a: f"Revoked {svc.users.revoke_key(n)} key(s) of {n}."),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+import gradio  # noqa: E402
 import gradio as gr  # noqa: E402
 
 from appliance.engine.sequence import SamplingParams  # noqa: E402
@@ -115,7 +116,7 @@ def _documents_tab(svc: Services) -> None:
         go = gr.Button("Upload and index", variant="primary")
         summary = gr.Markdown()
 
-        def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
+        def upload(paths: list[str] | None, request: gr.Request, progress=gradio.Progress()):
             user = svc.users.get(_user(request))
             if admin_only and (user is None or not user.is_admin):
                 return "Only administrators can upload documents."

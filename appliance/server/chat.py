@@ -119,7 +119,8 @@ class ChatService:
 def _question_turn(question: str, citations: list[dict], lang: str) -> dict:
     blocks = []
     for c in citations:
-        where = c["source"] + (f", page {c['page']}" if c["page"] else "") + (f", {c['heading']}" if c["heading"] else "")
+        where = c["source"] + (f", page {c['page']}" if c["page"] else "")
+        where += f", {c['heading']}" if c["heading"] else ""
         blocks.append(f"[{c['n']}] ({where})\n{c['text']}")
     lead = "以下是文档摘录：" if lang == "zh" else "Excerpts from the documents:"
     ask = "请用中文回答，并注明引用编号。" if lang == "zh" else "Answer in English and cite the excerpt numbers."
