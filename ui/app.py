@@ -11,7 +11,6 @@ from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import gradio  # noqa: E402
 import gradio as gr  # noqa: E402
 
 from appliance.engine.sequence import SamplingParams  # noqa: E402
@@ -116,7 +115,7 @@ def _documents_tab(svc: Services) -> None:
         go = gr.Button("Upload and index", variant="primary")
         summary = gr.Markdown()
 
-        def upload(paths: list[str] | None, request: gr.Request, progress=gradio.Progress()):
+        def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
             user = svc.users.get(_user(request))
             if admin_only and (user is None or not user.is_admin):
                 return "Only administrators can upload documents."
