@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import threading
@@ -55,6 +56,8 @@ class Embedder:
         self._device = device
         self._model = None
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._counter = None
 
     @property
     def model(self):
@@ -119,8 +122,13 @@ class Embedder:
         """Tokens of each text in the embedding model's tokenizer (without special tokens)."""
         if not texts:
             return []
-        enc = self.model.tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
-                                   return_token_type_ids=False, verbose=False)
+        with self._count_lock:
+            # A private copy: a fast tokenizer keeps padding/truncation state, so sharing the
+            # model's instance between ingest workers and encode() corrupts batches.
+            if self._counter is None:
+                self._counter = copy.deepcopy(self.model.tokenizer)
+            enc = self._counter(texts, add_special_tokens=False, return_attention_mask=False,
+                                return_token_type_ids=False, verbose=False)
         return [len(ids) for ids in enc["input_ids"]]
 
 

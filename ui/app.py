@@ -58,15 +58,17 @@ def build_ui(svc: Services) -> gr.Blocks:
             messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
             messages.append({"role": "user", "content": question})
             prepared = svc.chat.prepare(messages)
-            shown = [*messages, {"role": "assistant", "content": ""}]
             html = render_sources(prepared.citations, prepared.covered)
-            yield shown, html, cid, gr.update(), ""
+            answer = ""
+            yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""
             for delta in svc.chat.stream(prepared, SamplingParams(max_tokens=512, temperature=0.3, user=user)):
-                shown[-1]["content"] += delta
-                yield shown, html, cid, gr.update(), ""
-            cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": shown[-1]["content"],
+                answer += delta
+                # A new list each time: Gradio streams the difference from the previous value.
+                yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""
+            final = [*messages, {"role": "assistant", "content": answer}]
+            cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": answer,
                                                            "citations": prepared.citations}])
-            yield shown, html, cid, _conv_choices(svc, user, cid), ""
+            yield final, html, cid, _conv_choices(svc, user, cid), ""
 
         for trigger in (send.click, box.submit):
             trigger(ask, [box, chat, conv_id], [chat, sources, conv_id, convs, box])
