@@ -135,6 +135,45 @@ def _documents_tab(svc: Services) -> None:
             return render_report(report)
 
         go.click(upload, [files], [summary])
+        docs = gr.Dataframe(headers=["source", "status", "chunks", "error", "root"], interactive=False,
+                            label="Indexed documents")
+        with gr.Row():
+            target = gr.Textbox(label="Source to remove", scale=3)
+            remove = gr.Button("Remove", variant="stop", scale=1)
+            reindex = gr.Button("Re-index all folders", scale=1)
+
+        def listing(request: gr.Request):
+            kb = svc.kb
+            return [[r.source, r.status, len(r.chunk_ids), r.error or "", r.root]
+                    for r in sorted(kb.db.files(kb.cfg.name).values(), key=lambda r: r.source)]
+
+        def allowed(request: gr.Request) -> bool:
+            user = svc.users.get(_user(request))
+            return bool(user and user.is_admin)
+
+        def do_remove(source: str) -> str:
+            kb = svc.kb
+            gone = [r for r in kb.db.files(kb.cfg.name).values() if r.source == source.strip()]
+            for r in gone:
+                kb.store.delete(r.chunk_ids)
+                kb.db.remove_file(kb.cfg.name, r.path)
+            return f"Removed {len(gone)} document(s)."
+
+        def do_reindex() -> str:
+            from ui.render import render_report
+
+            roots = sorted({r.root for r in svc.kb.db.files(svc.kb.cfg.name).values()})
+            return "\n\n".join(render_report(svc.run_ingest(Path(root))) for root in roots if Path(root).is_dir())
+
+        def on_remove(source: str, request: gr.Request):
+            return (do_remove(source) if allowed(request) else "Administrators only."), listing(request)
+
+        def on_reindex(request: gr.Request):
+            return (do_reindex() if allowed(request) else "Administrators only."), listing(request)
+
+        remove.click(on_remove, [target], [summary, docs])
+        reindex.click(on_reindex, None, [summary, docs])
+        gr.Timer(15.0).tick(listing, None, [docs])
 
 
 def mount_ui(app, svc: Services) -> None:

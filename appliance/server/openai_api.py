@@ -4,6 +4,8 @@ call the chat service, and format with `wire`."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 
 from fastapi import APIRouter, Depends
@@ -18,6 +20,16 @@ from appliance.server.services import Services
 
 RAG_MODEL = "appliance-rag"
 router = APIRouter(prefix="/v1")
+log = logging.getLogger("appliance.requests")
+
+
+def _log_result(cid: str, user: str, model: str, result) -> None:
+    """One structured line per generation: ids, timings, tokens (never the text)."""
+    s = result.stats
+    log.info(json.dumps({"id": cid, "user": user, "model": model, "finish": result.finish_reason,
+                         "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_prompt_tokens,
+                         "completion_tokens": s.generated_tokens, "queue_ms": round(s.queue_time * 1000, 1),
+                         "ttft_ms": round((s.ttft or 0) * 1000, 1), "tpot_ms": round((s.tpot or 0) * 1000, 1)}))
 
 
 @router.get("/models")
@@ -63,7 +75,7 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
     cid = wire.new_id()
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_stream(cid, body.model, req, prepared, citations, include_usage),
+        return StreamingResponse(_stream(cid, body.model, req, prepared, citations, include_usage, user.name),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     if req is None:
         return JSONResponse(wire.completion(cid, body.model, prepared.fixed_answer or "", "stop", wire.usage(None),
@@ -72,11 +84,13 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         result = await req.aresult()
     finally:
         req.cancel()  # the client went away before the end: free the KV
+    _log_result(cid, user.name, body.model, result)
     return JSONResponse(wire.completion(cid, body.model, result.text, result.finish_reason,
                                         wire.usage(result.stats), citations))
 
 
-async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list | None, include_usage: bool):
+async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list | None, include_usage: bool,
+                  user: str):
     extra = {"citations": citations} if citations is not None else None
     yield wire.chunk(cid, model, {"role": "assistant", "content": ""}, extra=extra)
     if req is None:
@@ -90,6 +104,7 @@ async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list
         async for delta in req:
             yield wire.chunk(cid, model, {"content": delta})
         result = req.result()
+        _log_result(cid, user, model, result)
         yield wire.chunk(cid, model, {}, finish=result.finish_reason)
         if include_usage:
             yield wire.usage_chunk(cid, model, wire.usage(result.stats))
