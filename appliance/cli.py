@@ -59,6 +59,10 @@ def _register_knowledge_commands() -> None:
     app.command("ask")(s.ask_command)
     app.add_typer(s.users_app, name="users")
 
+    from appliance import cli_measure as m
+
+    app.command("plan")(m.plan_command)
+
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
 

@@ -59,6 +59,34 @@ def supports_gpu_offload() -> bool:
     return bool(_lib().llama_supports_gpu_offload())
 
 
+def measure_buffers(cfg: ContextConfig) -> dict[str, int]:
+    """Bytes llama.cpp reports allocating for KV and compute buffers with this config.
+
+    llama.cpp only tells through its log, so the log is captured while a context is created.
+    """
+    import re
+
+    init_backend()
+    lib = _lib()
+    lines: list[str] = []
+    capture = lib.llama_log_callback(lambda level, text, data: lines.append(text.decode("utf-8", "replace")))
+    lib.llama_log_set(capture, ctypes.c_void_p())
+    try:
+        with LlamaRunner(cfg):
+            pass
+    finally:
+        global _LOG_CALLBACK
+        if _LOG_CALLBACK is None:  # llama.cpp keeps the pointer: it must outlive this call
+            _LOG_CALLBACK = lib.llama_log_callback(lambda level, text, data: None)
+        lib.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p())
+    out = {"kv": 0, "compute": 0}
+    for line in lines:
+        m = re.search(r"(KV|compute) buffer size =\s*([\d.]+) MiB", line)
+        if m:
+            out["kv" if m.group(1) == "KV" else "compute"] += int(float(m.group(2)) * 2**20)
+    return out
+
+
 @dataclass
 class ContextConfig:
     """Everything llama.cpp needs to create a model + context."""

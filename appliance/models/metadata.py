@@ -25,6 +25,7 @@ class ModelInfo:
     head_dim_k: int
     head_dim_v: int
     has_chat_template: bool
+    n_vocab: int = 0
 
     def kv_bytes_per_token(self, type_k: str = "f16", type_v: str | None = None) -> int:
         """KV cache bytes one token costs over all layers: n_layer × n_kv_head × (K + V) dims."""
@@ -71,6 +72,7 @@ def model_info(gguf: GGUFFile) -> ModelInfo:
         head_dim_k=head_k,
         head_dim_v=head_v,
         has_chat_template=bool(md.get("tokenizer.chat_template")),
+        n_vocab=gguf.array_lengths.get("tokenizer.ggml.tokens", 0),
     )
 
 

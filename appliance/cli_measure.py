@@ -1,0 +1,114 @@
+"""CLI commands for measurement: `plan` (the memory ledger) and `bench` (load over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from appliance.models.metadata import human_bytes
+
+console = Console()
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
+
+
+def detect_device_bytes() -> tuple[int, str]:
+    """GPU memory from nvidia-smi, else system RAM (CPU deployments)."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout.split()
+            if out:
+                return int(float(out[0]) * 2**20), "GPU (nvidia-smi)"
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "system RAM (no GPU)"
+
+
+def plan_command(model: Annotated[str | None, typer.Argument(help="Registry name or GGUF path "
+                                                             "(default: the configured model).")] = None,
+                 vram: Annotated[str | None, typer.Option(help="Device memory, e.g. 24GB (default: detected).")] = None,
+                 ctx: Annotated[int, typer.Option("--ctx", help="Context tokens per sequence.")] = 4096,
+                 concurrency: Annotated[int, typer.Option(help="Sequences served at once.")] = 16,
+                 kv_type: Annotated[str, typer.Option(help="KV cache type: f16 or q8_0.")] = "f16",
+                 params: Annotated[str | None, typer.Option(help="Describe a model instead: parameters, "
+                                                            "e.g. 13B.")] = None,
+                 layers: Annotated[int | None, typer.Option(help="Described model: layers.")] = None,
+                 kv_heads: Annotated[int | None, typer.Option(help="Described model: KV heads.")] = None,
+                 heads: Annotated[int | None, typer.Option(help="Described model: attention heads.")] = None,
+                 head_dim: Annotated[int | None, typer.Option(help="Described model: head size.")] = None,
+                 vocab: Annotated[int, typer.Option(help="Described model: vocabulary size.")] = 32000,
+                 quant: Annotated[str, typer.Option(help="Described model: quantization, e.g. Q4_K_M.")] = "Q4_K_M",
+                 measure: Annotated[bool, typer.Option(help="Measure compute buffers with llama.cpp "
+                                                       "when the model file is here.")] = True,
+                 as_json: Annotated[bool, typer.Option("--json", help="Print the ledger as JSON.")] = False,
+                 config: ConfigOpt = None) -> None:
+    """The memory ledger: weights, KV per token/sequence/total, compute buffers, headroom, what fits."""
+    from appliance.plan import Shape, parse_size, plan
+
+    device, where = (parse_size(vram), "given") if vram else detect_device_bytes()
+    compute = None
+    if params:
+        if not (layers and kv_heads and head_dim):
+            raise typer.BadParameter("a described model needs --params, --layers, --kv-heads and --head-dim")
+        shape = Shape(f"{params} (described)", parse_size(params), layers, kv_heads, head_dim, quant,
+                      n_head=heads or kv_heads, n_vocab=vocab)
+    else:
+        shape, path = _shape_of(model, config)
+        if measure:
+            from appliance.engine.llama import ContextConfig, measure_buffers
+
+            total = min(ctx * concurrency, 262_144)
+            compute = measure_buffers(ContextConfig(model_path=path, n_ctx=total, n_seq_max=min(concurrency, 64),
+                                                    type_k=kv_type, type_v=kv_type))["compute"] or None
+    ledger = plan(shape, device, ctx, concurrency, kv_type, compute)
+    if as_json:
+        print(json.dumps(ledger.to_dict()))
+        return
+    _print_ledger(ledger, where)
+    if not ledger.fits:
+        raise typer.Exit(1)
+
+
+def _shape_of(model: str | None, config: Path | None):
+    from appliance.cli import _settings
+    from appliance.models.registry import ModelRegistry
+    from appliance.plan import Shape
+
+    settings = _settings(config)
+    entry = ModelRegistry(settings.data_path).resolve(model or settings.chat_model)
+    i = entry.model_info
+    shape = Shape(entry.name, i.n_params, i.n_layer, i.n_head_kv, i.head_dim_k, i.quant, n_head=i.n_head,
+                  n_embd=i.n_embd, n_vocab=i.n_vocab or 32000, weights_bytes=i.weights_bytes, head_dim_v=i.head_dim_v)
+    return shape, Path(entry.path)
+
+
+def _print_ledger(ledger, where: str) -> None:
+    t = Table("item", "bytes", "", title=f"memory ledger: {ledger.model} {ledger.quant}, KV {ledger.kv_type}, "
+              f"{ledger.concurrency} × {ledger.context} tokens")
+    rows = [("weights", ledger.weights_bytes, ""),
+            ("KV per token", ledger.kv_bytes_per_token, ""),
+            ("KV per sequence", ledger.kv_bytes_per_seq, f"{ledger.context} tokens"),
+            ("KV for the concurrency", ledger.kv_bytes_total, f"{ledger.concurrency} sequences"),
+            ("compute buffers", ledger.compute_bytes, "measured (llama.cpp)" if ledger.compute_measured
+             else "estimated"),
+            ("runtime overhead", ledger.overhead_bytes, "estimated"),
+            ("total", ledger.total_bytes, ""),
+            ("device memory", ledger.device_bytes, where),
+            ("headroom", ledger.free_bytes, "" if ledger.fits else "[red]does not fit[/]")]
+    for name, value, note in rows:
+        t.add_row(name, human_bytes(value), note)
+    console.print(t)
+    console.print(f"max concurrency at {ledger.context} tokens: {ledger.max_concurrency}; "
+                  f"max context at concurrency {ledger.concurrency}: {ledger.max_context} tokens")
+    for line in ledger.advice:
+        console.print(f"[yellow]→[/] {line}")
