@@ -62,6 +62,7 @@ def _register_knowledge_commands() -> None:
     from appliance import cli_measure as m
 
     app.command("plan")(m.plan_command)
+    app.command("bench")(m.bench_command)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]

@@ -92,6 +92,12 @@ def _shape_of(model: str | None, config: Path | None):
     return shape, Path(entry.path)
 
 
+def _chat_model_path(settings) -> Path:
+    from appliance.models.registry import ModelRegistry
+
+    return Path(ModelRegistry(settings.data_path).resolve(settings.chat_model).path)
+
+
 def _print_ledger(ledger, where: str) -> None:
     t = Table("item", "bytes", "", title=f"memory ledger: {ledger.model} {ledger.quant}, KV {ledger.kv_type}, "
               f"{ledger.concurrency} × {ledger.context} tokens")
@@ -112,3 +118,58 @@ def _print_ledger(ledger, where: str) -> None:
                   f"max context at concurrency {ledger.concurrency}: {ledger.max_context} tokens")
     for line in ledger.advice:
         console.print(f"[yellow]→[/] {line}")
+
+
+def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-output, short, long-context.")] = "chat",
+                  concurrency: Annotated[str, typer.Option(help="Users to sweep, e.g. 1,4,16,32.")] = "1,4,16",
+                  requests: Annotated[int, typer.Option(help="Requests per user per run.")] = 2,
+                  ladder: Annotated[bool, typer.Option(help="Run the optimisation ladder (own server per "
+                                                        "rung) at the highest concurrency.")] = False,
+                  url: Annotated[str | None, typer.Option(help="Another OpenAI-compatible server "
+                                                          "(base URL ending in /v1).")] = None,
+                  model: Annotated[str, typer.Option(help="Model name for --url.")] = "smollm2-135m",
+                  key: Annotated[str, typer.Option(help="API key for --url.")] = "",
+                  with_appliance: Annotated[bool, typer.Option(help="With --url: also run the appliance, "
+                                                               "for one comparison table.")] = False,
+                  out: Annotated[Path, typer.Option(help="Output folder.")] = Path("bench-out"),
+                  config: ConfigOpt = None) -> None:
+    """Closed-loop load over the HTTP API: TTFT/TPOT/latency percentiles, throughput, 503s, KV peaks.
+
+    Without --url it starts its own appliance server (current config) on a free port and stops it after.
+    """
+    import threading
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from appliance.bench.report import meta_for, table, write
+    from appliance.bench.runner import RUNGS, BenchOptions, run_bench
+    from appliance.cli import _settings
+
+    settings = _settings(config)
+    levels = [int(x) for x in concurrency.split(",") if x.strip()]
+    # The bench's own server: your config file and chat model, a temporary data directory (holding the
+    # sample knowledge base when the rag profile needs one), so a production index is never touched.
+    server_env = {"APPLIANCE_KNOWLEDGE__SAMPLE_DOCS": "true" if workload == "rag" else "false"}
+    if settings.config_path:
+        server_env["APPLIANCE_CONFIG"] = str(settings.config_path)
+    if settings.chat_model:
+        server_env["APPLIANCE_CHAT_MODEL"] = str(_chat_model_path(settings))
+    opts = BenchOptions(workload, levels, requests, ladder, url, model, key, with_appliance, server_env)
+    runs_planned = len(RUNGS) if ladder else len(levels) * (1 + (with_appliance and url is not None))
+    total = (max(levels) * runs_planned if ladder else sum(levels) * (runs_planned // len(levels))) * requests
+    stop = threading.Event()
+    runs = []
+    with Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as bar:
+        task = bar.add_task("requests", total=total)
+        try:
+            runs = run_bench(opts, on_request=lambda rec: bar.advance(task), stop=stop)
+        except KeyboardInterrupt:
+            stop.set()
+    meta = meta_for(opts, settings.engine.model_dump())
+    meta["partial"] = stop.is_set()
+    files = write(out, runs, meta, ladder)
+    from appliance.bench.load import summarise
+
+    console.print(table([summarise(r) for r in runs], ladder))
+    console.print("written: " + ", ".join(str(f) for f in files))

@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.bench.workloads import SYSTEM, user_text  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.engine.engine import Engine  # noqa: E402
 from appliance.engine.sequence import SamplingParams  # noqa: E402
@@ -34,26 +35,6 @@ from appliance.offline import install_guard  # noqa: E402
 MODES = {"a": dict(continuous_batching=False, prefix_cache=False),
          "b": dict(continuous_batching=True, prefix_cache=False),
          "c": dict(continuous_batching=True, prefix_cache=True)}
-
-SYSTEM = (
-    "You are the internal knowledge assistant of a mid-sized engineering company. Answer "
-    "employees' questions using only the excerpts you are given from the company's documents: "
-    "policies, runbooks, onboarding guides, product manuals and meeting notes. Cite the excerpt "
-    "numbers you used in square brackets. If the excerpts do not contain the answer, say that "
-    "the documents do not cover it and suggest which team to ask. Keep answers short, factual "
-    "and polite. Never invent procedures, phone numbers, prices or dates. When a question is in "
-    "Chinese, answer in Chinese; otherwise answer in English. Format steps as a numbered list. "
-) * 3
-WORDS = ("vpn certificate laptop printer expense travel booking oncall rota deploy server "
-         "badge office parking leave benefits payroll invoice backup restore password reset "
-         "wifi guest account access review quarterly budget hiring interview onboarding").split()
-
-
-def user_text(rng: random.Random) -> str:
-    """About 130 tokens of distinct question text."""
-    body = " ".join(rng.choice(WORDS) for _ in range(95))
-    return f"Ticket {rng.randrange(10**6)}: my question concerns {body}. What should I do?"
-
 
 def run_mode(name: str, users: int, rounds: int, out_tokens: int) -> dict:
     settings = load_settings()

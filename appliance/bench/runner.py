@@ -1,0 +1,96 @@
+"""`appliance bench`: concurrency sweeps and the optimisation ladder, over HTTP.
+
+Ladder: the bench starts its own server per rung, each rung one engine switch on the same
+workload (sequential → continuous batching → + prefix cache). Speculative decoding is not in the
+engine yet, so that rung is reported as not available rather than faked.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from appliance.bench.load import RunResult, Target, run_load
+from appliance.bench.server import start_server
+from appliance.bench.workloads import get
+
+RUNGS: list[tuple[str, dict[str, str]]] = [
+    ("sequential", {"APPLIANCE_ENGINE__CONTINUOUS_BATCHING": "false", "APPLIANCE_ENGINE__PREFIX_CACHE": "false"}),
+    ("batching", {"APPLIANCE_ENGINE__CONTINUOUS_BATCHING": "true", "APPLIANCE_ENGINE__PREFIX_CACHE": "false"}),
+    ("batching+prefix", {"APPLIANCE_ENGINE__CONTINUOUS_BATCHING": "true", "APPLIANCE_ENGINE__PREFIX_CACHE": "true"}),
+]
+NOT_AVAILABLE = ["batching+prefix+speculative (speculative decoding not implemented yet)"]
+
+
+@dataclass
+class BenchOptions:
+    workload: str = "chat"
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 16])
+    requests: int = 2                  # per simulated user
+    ladder: bool = False
+    url: str | None = None             # another OpenAI-compatible server
+    model: str = "smollm2-135m"
+    key: str = ""
+    with_appliance: bool = False       # with --url: also run the appliance, for one comparison table
+    server_env: dict[str, str] = field(default_factory=dict)
+
+
+def run_bench(opts: BenchOptions, on_request: Callable | None = None,
+              stop: threading.Event | None = None) -> list[RunResult]:
+    """Every run the options ask for, in order; stops early (keeping what ran) when `stop` is set."""
+    stop = stop or threading.Event()
+    workload = get(opts.workload)
+    runs: list[RunResult] = []
+    with tempfile.TemporaryDirectory(prefix="appliance-bench-") as tmp:
+        if opts.ladder:
+            top = max(opts.concurrency)
+            for rung, env in RUNGS:
+                if stop.is_set():
+                    break
+                with _local(Path(tmp) / rung, {**opts.server_env, **env}, top) as server:
+                    model = workload.model_override or server_model(server)
+                    target = Target(rung, server.url + "/v1", model, server.key)
+                    runs.append(run_load(target, workload, top, opts.requests, on_request, stop))
+            return runs
+        targets = []
+        if opts.url:
+            targets.append((Target(opts.model, opts.url, opts.model, opts.key), None))
+        if not opts.url or opts.with_appliance:
+            targets.append((None, Path(tmp) / "appliance"))
+        for target, workdir in targets:
+            if target is None:
+                with _local(workdir, opts.server_env, max(opts.concurrency)) as server:
+                    target = Target("appliance", server.url + "/v1", workload.model_override or server_model(server),
+                                    server.key)
+                    runs += _sweep(target, workload, opts, on_request, stop)
+            else:
+                runs += _sweep(target, workload, opts, on_request, stop)
+    return runs
+
+
+def _sweep(target: Target, workload, opts: BenchOptions, on_request, stop) -> list[RunResult]:
+    out = []
+    for c in opts.concurrency:
+        if stop.is_set():
+            break
+        out.append(run_load(target, workload, c, opts.requests, on_request, stop))
+    return out
+
+
+def _local(workdir: Path, env: dict[str, str], concurrency: int):
+    # Enough sequences and cells for the concurrency asked, unless the user set them.
+    base = {"APPLIANCE_ENGINE__N_SEQ_MAX": str(max(4, concurrency)),
+            "APPLIANCE_ENGINE__N_CTX": str(max(4096, 640 * concurrency)),
+            "APPLIANCE_ENGINE__MAX_QUEUE": str(max(64, 4 * concurrency)),
+            "APPLIANCE_ENGINE__PER_USER_QUEUE": str(max(16, 4 * concurrency))}
+    return start_server(workdir, "--no-ui", env={**base, **env})
+
+
+def server_model(server) -> str:
+    import httpx
+
+    data = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {server.key}"}).json()["data"]
+    return next(m["id"] for m in data if m["id"] != "appliance-rag")

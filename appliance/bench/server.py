@@ -1,0 +1,81 @@
+"""Start a real appliance server in a subprocess on a free port (bench rungs, tests)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class LocalServer:
+    """A running `appliance serve` child process."""
+
+    url: str
+    proc: subprocess.Popen
+    data: Path
+    admin_password: str
+    key: str
+    log: Path
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """Run `appliance ARGS` against this server's data directory."""
+        return subprocess.run([sys.executable, "-m", "appliance.cli", *args], cwd=ROOT, input=stdin, text=True,
+                              capture_output=True, env={**os.environ, "APPLIANCE_DATA_DIR": str(self.data)},
+                              timeout=120)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: float = 300,
+                 data: Path | None = None) -> LocalServer:
+    """Start `appliance serve` with `env` overrides; returns once /healthz answers, with an admin key."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    data, port, log = data or workdir / "data", free_port(), workdir / f"server-{time.time_ns()}.log"
+    full_env = {**os.environ, "APPLIANCE_DATA_DIR": str(data), **(env or {})}
+    out = log.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), *extra],
+                            cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code in (200, 503):
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError(f"server did not start within {timeout}s: {log.read_text()[-3000:]}")
+    m = re.search(r"password\s+(\S+)\s+\(shown", log.read_text().replace("\n", " "))
+    server = LocalServer(url, proc, data, m.group(1) if m else "", "", log)
+    server.key = server.cli("users", "key", "create", "admin").stdout.strip()
+    return server

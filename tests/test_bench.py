@@ -1,0 +1,26 @@
+"""`appliance bench` against a short run of a real server: 2 users, 2 requests each."""
+
+import json
+
+from typer.testing import CliRunner
+
+from appliance.cli import app
+
+
+def test_bench_short_run_writes_consistent_report(data_dir, tmp_path):
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(app, ["bench", "--workload", "short", "--concurrency", "2", "--requests", "2",
+                                      "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    (run,) = data["runs"]
+    s = run["summary"]
+    assert s["requests"] == 4 and s["ok"] == 4 and s["errors"] == 0
+    assert s["out_tokens"] > 0 and s["out_tok_s"] > 0 and s["ttft_p50_ms"] > 0 and s["wall_s"] > 0
+    assert abs(s["out_tok_s"] * s["wall_s"] - s["out_tokens"]) <= 0.02 * s["out_tokens"] + 1
+    assert sum(r["out_tokens"] for r in run["records"]) == s["out_tokens"]
+    assert s["peak_running"] >= 1  # read from the server's /metrics
+    report = (out / "report.md").read_text()
+    assert "| appliance | 2 |" in report and "cores" in report
+    for png in ("throughput.png", "ttft.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
