@@ -6,6 +6,8 @@ system prompt plus ~130 distinct user tokens; exactly 64 output tokens each (ign
 
     .venv/bin/python scripts/bench_engine.py [--users 16] [--rounds 2] [--out bench-out/engine.json] [--json]
 
+In-process, without HTTP; `appliance bench` runs the same shape of workload over the HTTP API.
+
 Modes (one engine switch each, same workload, same config otherwise):
   a  one request at a time, no prefix cache
   b  continuous batching, no prefix cache
@@ -87,45 +89,6 @@ def _measure(engine: Engine, name: str, users: int, rounds: int, params: Samplin
     return summarise(name, records, wall, peak)
 
 
-def run_http(url: str, key: str, model: str, users: int, rounds: int, out_tokens: int) -> dict:
-    """The same workload through a server's OpenAI-compatible API (client-side timings)."""
-    import openai
-
-    client = openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key=key, max_retries=0, timeout=1800)
-    records: list[dict] = []
-
-    def user(uid: int) -> None:
-        rng = random.Random(uid)
-        for r in range(rounds):
-            msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
-            t0, first, last, n, usage = time.perf_counter(), None, None, 0, None
-            stream = client.chat.completions.create(model=model, messages=msgs, max_tokens=out_tokens,
-                                                    temperature=0.7, seed=1, stream=True,
-                                                    stream_options={"include_usage": True})
-            for ch in stream:
-                if ch.choices and ch.choices[0].delta.content:
-                    last = time.perf_counter()
-                    first = first or last
-                    n += 1
-                if ch.usage:
-                    usage = ch.usage
-            gen = usage.completion_tokens if usage else n
-            cached = usage.prompt_tokens_details.cached_tokens if usage and usage.prompt_tokens_details else 0
-            records.append({"user": uid, "round": r, "ttft": (first or t0) - t0,
-                            "tpot": (last - first) / max(1, gen - 1) if first and gen > 1 else None,
-                            "generated_tokens": gen, "prompt_tokens": usage.prompt_tokens if usage else 0,
-                            "cached_prompt_tokens": cached or 0})
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=user, args=(u,)) for u in range(users)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return summarise("http", records, time.perf_counter() - t0, {"kv_cells_used": -1, "kv_cells_live": -1,
-                                                                 "running": -1})
-
-
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
@@ -169,18 +132,10 @@ def main() -> int:
     ap.add_argument("--out-tokens", type=int, default=64)
     ap.add_argument("--modes", default="abc")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "engine.json")
-    # The HTTP run uses the server as configured; start it with the engine sizes of mode c, e.g.
-    # APPLIANCE_ENGINE__N_CTX=10240 APPLIANCE_ENGINE__N_SEQ_MAX=16 appliance serve --no-ui
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    ap.add_argument("--url", help="measure a running server through its OpenAI API instead")
-    ap.add_argument("--key", default="", help="API key for --url")
-    ap.add_argument("--model", default="smollm2-135m", help="model name for --url")
     args = ap.parse_args()
     install_guard()
     results = {}
-    if args.url:  # the server's own engine config applies (n_ctx, n_seq_max, prefix cache)
-        results["http"] = run_http(args.url, args.key, args.model, args.users, args.rounds, args.out_tokens)
-        args.modes = ""
     for mode in args.modes:
         print(f"mode {mode} ...", file=sys.stderr, flush=True)
         results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
