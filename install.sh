@@ -142,7 +142,7 @@ if [ "$DEV" = 1 ] && [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1
 fi
 
 # --- 6. default config (never overwrites) ------------------------------------------
-"$VENV/bin/appliance" config init --quiet || fail "could not write the default appliance.toml"
+"$VENV/bin/appliance" config init "$ROOT/appliance.toml" --quiet || fail "could not write the default appliance.toml"
 
 # --- 7. smoke test: multi-token decode + one embedding ------------------------------
 say "smoke test: multi-token decode and one embedding"
