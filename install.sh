@@ -106,7 +106,9 @@ if [ "$(cat "$VENV/.llama-build-id" 2>/dev/null)" != "$BUILD_ID" ]; then
   else
     say "reusing built llama-cpp-python wheel ($WHEELS)"
   fi
+  # --force-reinstall for the wheel alone (another build may be installed), then its dependencies.
   "${PIP[@]}" install --force-reinstall --no-deps "$WHEELS"/llama_cpp_python-*.whl \
+    && "${PIP[@]}" install "$WHEELS"/llama_cpp_python-*.whl \
     || fail "could not install the llama-cpp-python wheel"
   echo "$BUILD_ID" > "$VENV/.llama-build-id"
 fi
