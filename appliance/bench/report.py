@@ -59,7 +59,8 @@ def markdown(summaries: list[dict], meta: dict, ladder: bool) -> str:
     head = [f"# appliance bench — {meta.get('workload')} workload", "",
             f"- when: {meta.get('when')}", f"- machine: {m.get('cpu')}, {m.get('cores')} cores, "
             f"{m.get('memory_gib')} GiB {m.get('memory_kind')}",
-            f"- model: {meta.get('model')}; engine: {json.dumps(meta.get('engine', {}))}",
+            f"- model: {meta.get('model')}; engine config: {json.dumps(meta.get('engine', {}))}",
+            f"- the bench's own servers also set: {json.dumps(meta.get('server_overrides', {}))}",
             f"- requests per user: {meta.get('requests')}" + ("; interrupted (partial)" if meta.get("partial") else ""),
             "", table(summaries, ladder)]
     if ladder:
@@ -122,6 +123,12 @@ def _fmt(v) -> str:
 
 
 def meta_for(opts, engine: dict | None = None) -> dict:
+    """Run description for results.json and report.md (including what the bench overrode)."""
+    from appliance.bench.runner import sizing
+
+    own_server = not opts.url or opts.with_appliance
+    overrides = {**sizing(max(opts.concurrency)), **opts.server_env} if own_server else {}
     return {"workload": opts.workload, "concurrency": opts.concurrency, "requests": opts.requests,
             "ladder": opts.ladder, "model": opts.model if opts.url else "appliance default",
-            "engine": engine or {}, "machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "engine": engine or {}, "server_overrides": overrides, "machine": machine(),
+            "when": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -80,13 +80,16 @@ def _sweep(target: Target, workload, opts: BenchOptions, on_request, stop) -> li
     return out
 
 
-def _local(workdir: Path, env: dict[str, str], concurrency: int):
-    # Enough sequences and cells for the concurrency asked, unless the user set them.
-    base = {"APPLIANCE_ENGINE__N_SEQ_MAX": str(max(4, concurrency)),
+def sizing(concurrency: int) -> dict[str, str]:
+    """Engine sizes the bench gives its own servers: a slot and ~640 cells per simulated user."""
+    return {"APPLIANCE_ENGINE__N_SEQ_MAX": str(max(4, concurrency)),
             "APPLIANCE_ENGINE__N_CTX": str(max(4096, 640 * concurrency)),
             "APPLIANCE_ENGINE__MAX_QUEUE": str(max(64, 4 * concurrency)),
             "APPLIANCE_ENGINE__PER_USER_QUEUE": str(max(16, 4 * concurrency))}
-    return start_server(workdir, "--no-ui", env={**base, **env})
+
+
+def _local(workdir: Path, env: dict[str, str], concurrency: int):
+    return start_server(workdir, "--no-ui", env={**sizing(concurrency), **env})
 
 
 def server_model(server) -> str:
