@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import shutil
 import subprocess
@@ -60,6 +61,18 @@ def _packages(_: Settings) -> Check:
     return Check("packages", not missing, detail)
 
 
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux /proc/cpuinfo), else the machine type."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cpu_flags() -> set[str]:
     """The CPU feature flags of this machine (Linux /proc/cpuinfo)."""
     try:
@@ -77,7 +90,7 @@ def _cpu(_: Settings) -> Check:
     wanted = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "amx_int8")
     present = [f for f in wanted if f in flags]
     return Check("cpu", "avx2" in flags or not flags,
-                 f"{platform.processor() or platform.machine()}; flags: {' '.join(present) or 'none'}")
+                 f"{cpu_model()}, {os.cpu_count()} cores; flags: {' '.join(present) or 'none'}")
 
 
 def _llama_build(_: Settings) -> Check:

@@ -20,12 +20,9 @@ COLUMNS = [("target", "target"), ("concurrency", "users"), ("ok", "ok"), ("rejec
 
 def machine() -> dict:
     """CPU, GPU and core count, for the report header."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from appliance.doctor import cpu_model
+
+    cpu = cpu_model()
     from appliance.cli_measure import detect_device_bytes
 
     mem, where = detect_device_bytes()
