@@ -163,8 +163,8 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
                   console=Console(stderr=True)) as bar:
         task = bar.add_task("requests", total=total)
         try:
-            runs = run_bench(opts, on_request=lambda rec: bar.advance(task), stop=stop)
-        except KeyboardInterrupt:
+            run_bench(opts, on_request=lambda rec: bar.advance(task), stop=stop, runs=runs)
+        except KeyboardInterrupt:  # Ctrl-C: keep the runs that ended, write a partial report
             stop.set()
     meta = meta_for(opts, settings.engine.model_dump())
     meta["partial"] = stop.is_set()

@@ -38,12 +38,13 @@ class BenchOptions:
     server_env: dict[str, str] = field(default_factory=dict)
 
 
-def run_bench(opts: BenchOptions, on_request: Callable | None = None,
-              stop: threading.Event | None = None) -> list[RunResult]:
-    """Every run the options ask for, in order; stops early (keeping what ran) when `stop` is set."""
+def run_bench(opts: BenchOptions, on_request: Callable | None = None, stop: threading.Event | None = None,
+              runs: list[RunResult] | None = None) -> list[RunResult]:
+    """Every run the options ask for, in order, appended to `runs` as each ends (so an interrupt
+    keeps what ran); stops early when `stop` is set."""
     stop = stop or threading.Event()
     workload = get(opts.workload)
-    runs: list[RunResult] = []
+    runs = [] if runs is None else runs
     with tempfile.TemporaryDirectory(prefix="appliance-bench-") as tmp:
         if opts.ladder:
             top = max(opts.concurrency)
@@ -65,19 +66,17 @@ def run_bench(opts: BenchOptions, on_request: Callable | None = None,
                 with _local(workdir, opts.server_env, max(opts.concurrency)) as server:
                     target = Target("appliance", server.url + "/v1", workload.model_override or server_model(server),
                                     server.key)
-                    runs += _sweep(target, workload, opts, on_request, stop)
+                    _sweep(target, workload, opts, on_request, stop, runs)
             else:
-                runs += _sweep(target, workload, opts, on_request, stop)
+                _sweep(target, workload, opts, on_request, stop, runs)
     return runs
 
 
-def _sweep(target: Target, workload, opts: BenchOptions, on_request, stop) -> list[RunResult]:
-    out = []
+def _sweep(target: Target, workload, opts: BenchOptions, on_request, stop, runs: list[RunResult]) -> None:
     for c in opts.concurrency:
         if stop.is_set():
             break
-        out.append(run_load(target, workload, c, opts.requests, on_request, stop))
-    return out
+        runs.append(run_load(target, workload, c, opts.requests, on_request, stop))
 
 
 def sizing(concurrency: int) -> dict[str, str]:

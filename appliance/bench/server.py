@@ -61,7 +61,8 @@ def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: f
     full_env = {**os.environ, "APPLIANCE_DATA_DIR": str(data), **(env or {})}
     out = log.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), *extra],
-                            cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+                            cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # Ctrl-C on the bench must not kill it mid-run
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
