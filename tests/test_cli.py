@@ -55,3 +55,20 @@ def test_config_init_never_overwrites(tmp_path):
     target.write_text("port = 1\n")
     result = runner.invoke(app, ["config", "init", str(target)])
     assert result.exit_code == 0 and target.read_text() == "port = 1\n"
+
+
+def test_ingest_then_ask_prints_answer_and_citations(data_dir, sample_docs):
+    r = runner.invoke(app, ["ingest", str(sample_docs)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "10 new" in r.output, r.output
+    r = runner.invoke(app, ["ingest", str(sample_docs)], env={"COLUMNS": "200"})
+    assert "0 new, 0 changed, 10 unchanged, 0 removed" in r.output
+    r = runner.invoke(app, ["ask", "What colour badge must visitors wear?", "--max-tokens", "16"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "[1] en/security-policy.pdf p.2" in r.output
+    r = runner.invoke(app, ["search", "如何备份一体机的数据？", "--json", "-k", "2"])
+    import json
+
+    hits = json.loads(r.output)
+    assert "zh/管理指南.html" in [h["source"] for h in hits]
+    assert {"source", "page", "heading", "score", "text"} <= set(hits[0])
