@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.errors import ApplianceError
+from appliance.server.db import open_db
 
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 KEY_PREFIX = "apl-"
@@ -65,9 +66,7 @@ class UserStore:
     """Users and API keys of one appliance (`<data_dir>/users.db`)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._conn.executescript(SCHEMA)
+        self._conn = open_db(path, SCHEMA)
         self._lock = threading.Lock()
         self._failures: dict[str, tuple[int, float]] = {}
 

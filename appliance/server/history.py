@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from appliance.server.db import open_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, user TEXT NOT NULL, title TEXT NOT NULL,
@@ -20,9 +21,7 @@ class HistoryStore:
     """Conversations keyed by user: [{role, content, citations?}, ...]."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._conn.executescript(SCHEMA)
+        self._conn = open_db(path, SCHEMA)
         self._lock = threading.Lock()
 
     def list(self, user: str) -> list[tuple[str, str]]:
