@@ -24,3 +24,20 @@ def test_bench_short_run_writes_consistent_report(data_dir, tmp_path):
     assert "| appliance | 2 |" in report and "cores" in report
     for png in ("throughput.png", "ttft.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_against_any_openai_server_by_url(data_dir, tmp_path):
+    from .server_helpers import start_server
+
+    server = start_server(tmp_path / "srv", "--no-ui", env={"APPLIANCE_KNOWLEDGE__SAMPLE_DOCS": "false"})
+    try:
+        out = tmp_path / "bench"
+        result = CliRunner().invoke(app, ["bench", "--url", server.url + "/v1", "--model", "smollm2-135m",
+                                          "--key", server.key, "--workload", "short", "--concurrency", "1",
+                                          "--requests", "2", "--out", str(out)], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        (run,) = json.loads((out / "results.json").read_text())["runs"]
+        assert run["target"] == "smollm2-135m" and run["summary"]["ok"] == 2
+        assert "| smollm2-135m | 1 |" in (out / "report.md").read_text()
+    finally:
+        server.stop()
