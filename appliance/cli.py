@@ -45,7 +45,8 @@ app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
 
 
-def _register_knowledge_commands() -> None:
+def _register_commands() -> None:
+    # The heavier command modules import lazily inside their commands; registering is cheap.
     from appliance import cli_knowledge as k
 
     app.command("ingest")(k.ingest_command)
@@ -193,7 +194,7 @@ def doctor(config: ConfigOpt = None,
     console.print("[green]ready[/]")
 
 
-_register_knowledge_commands()
+_register_commands()
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import gradio as gr  # noqa: E402
 from appliance.engine.sequence import SamplingParams  # noqa: E402
 from appliance.server.services import Services  # noqa: E402
 from ui.admin import build_admin_tab  # noqa: E402
-from ui.render import render_sources  # noqa: E402
+from ui.render import render_report, render_sources  # noqa: E402
 
 THEME = gr.themes.Base(font=["system-ui", "-apple-system", "Segoe UI", "sans-serif"],
                        font_mono=["ui-monospace", "Menlo", "Consolas", "monospace"])
@@ -129,10 +129,7 @@ def _documents_tab(svc: Services) -> None:
                 name = Path(p).name.replace("/", "_").lstrip(".") or "upload"
                 shutil.copyfile(p, target / name)  # a plain name: no path traversal possible
             progress(0.1, desc="indexing")
-            report = svc.run_ingest(target)
-            from ui.render import render_report
-
-            return render_report(report)
+            return render_report(svc.run_ingest(target))
 
         go.click(upload, [files], [summary])
         docs = gr.Dataframe(headers=["source", "status", "chunks", "error", "root"], interactive=False,
@@ -160,8 +157,6 @@ def _documents_tab(svc: Services) -> None:
             return f"Removed {len(gone)} document(s)."
 
         def do_reindex() -> str:
-            from ui.render import render_report
-
             roots = sorted({r.root for r in svc.kb.db.files(svc.kb.cfg.name).values()})
             return "\n\n".join(render_report(svc.run_ingest(Path(root))) for root in roots if Path(root).is_dir())
 
