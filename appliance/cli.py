@@ -12,15 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from appliance.cli_common import ConfigOpt, console, err_console, load_cli_settings
 from appliance.errors import ApplianceError
 from knowledge.errors import KnowledgeError
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 class _ErrorsToMessages(TyperGroup):
@@ -65,23 +62,12 @@ def _register_commands() -> None:
     app.command("plan")(m.plan_command)
     app.command("bench")(m.bench_command)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
-                                                "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
-
-
-def _settings(config: Path | None = None):
-    from appliance.config import load_settings
-    from appliance.offline import install_guard
-
-    settings = load_settings(config)
-    install_guard(settings.offline, settings.offline_allow_hosts)
-    return settings
 
 
 def _registry(config: Path | None = None):
     from appliance.models.registry import ModelRegistry
 
-    return ModelRegistry(_settings(config).data_path)
+    return ModelRegistry(load_cli_settings(config).data_path)
 
 
 # -- config -------------------------------------------------------------------------------
@@ -99,7 +85,7 @@ def config_init(path: Annotated[Path, typer.Argument(help="Where to write it.")]
 @config_app.command("show")
 def config_show(config: ConfigOpt = None) -> None:
     """Print the effective settings (file plus APPLIANCE_* overrides) as JSON."""
-    settings = _settings(config)
+    settings = load_cli_settings(config)
     console.print_json(settings.model_dump_json())
     console.print(f"# from {settings.config_path or 'defaults + environment'}")
 
@@ -181,7 +167,7 @@ def doctor(config: ConfigOpt = None,
     """Check the installation: versions, CPU/GPU, llama.cpp build, models, data dir, offline guard."""
     from appliance.doctor import run_checks
 
-    checks = run_checks(_settings(config), load_embedder=not skip_embedding)
+    checks = run_checks(load_cli_settings(config), load_embedder=not skip_embedding)
     table = Table("check", "status", "detail", title="appliance doctor")
     for check in checks:
         status = "[green]ok[/]" if check.ok else ("[yellow]warn[/]" if check.warn_only else "[red]FAIL[/]")

@@ -8,26 +8,22 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from appliance.cli_common import ConfigOpt, console, err_console, load_cli_settings
 from knowledge.ingest import FileResult, IngestReport
 from knowledge.ingest import Progress as IngestProgress
 
-console = Console()
-err_console = Console(stderr=True)
 docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
 eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality.")
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
 
 
 def _kb(config: Path | None, reindex: bool = False):
-    from appliance.cli import _settings
     from appliance.knowledge_service import open_kb
 
-    return open_kb(_settings(config), reindex=reindex)
+    return open_kb(load_cli_settings(config), reindex=reindex)
 
 
 class _RichProgress(IngestProgress):

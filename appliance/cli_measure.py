@@ -12,10 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from appliance.cli_common import ConfigOpt, console, load_cli_settings
 from appliance.models.metadata import human_bytes
-
-console = Console()
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
 
 
 def detect_device_bytes() -> tuple[int, str]:
@@ -80,11 +78,10 @@ def plan_command(model: Annotated[str | None, typer.Argument(help="Registry name
 
 
 def _shape_of(model: str | None, config: Path | None):
-    from appliance.cli import _settings
     from appliance.models.registry import ModelRegistry
     from appliance.plan import Shape
 
-    settings = _settings(config)
+    settings = load_cli_settings(config)
     entry = ModelRegistry(settings.data_path).resolve(model or settings.chat_model)
     i = entry.model_info
     shape = Shape(entry.name, i.n_params, i.n_layer, i.n_head_kv, i.head_dim_k, i.quant, n_head=i.n_head,
@@ -143,9 +140,7 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
 
     from appliance.bench.report import meta_for, table, write
     from appliance.bench.runner import RUNGS, BenchOptions, run_bench
-    from appliance.cli import _settings
-
-    settings = _settings(config)
+    settings = load_cli_settings(config)
     levels = [int(x) for x in concurrency.split(",") if x.strip()]
     # The bench's own server: your config file and chat model, a temporary data directory (holding the
     # sample knowledge base when the rag profile needs one), so a production index is never touched.

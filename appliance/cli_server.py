@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+from appliance.cli_common import ConfigOpt, console, err_console, load_cli_settings
+
 users_app = typer.Typer(no_args_is_help=False, help="Accounts and API keys.")
 key_app = typer.Typer(no_args_is_help=True, help="API keys of a user.")
 users_app.add_typer(key_app, name="key")
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file.")]
-
-
-def _settings(config):
-    from appliance.cli import _settings as load
-
-    return load(config)
 
 
 def _users(config):
     from appliance.server.auth import UserStore
 
-    return UserStore(_settings(config).data_path / "users.db")
+    return UserStore(load_cli_settings(config).data_path / "users.db")
 
 
 def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (default from config).")] = None,
@@ -42,7 +33,7 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
     from appliance.server.app import create_app
     from appliance.server.services import build_services, first_start
 
-    settings = _settings(config)
+    settings = load_cli_settings(config)
     if host:
         settings.host = host
     if port:
@@ -72,7 +63,7 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
     from appliance.server.chat import ChatService
     from knowledge.retrieve import Retriever
 
-    settings = _settings(config)
+    settings = load_cli_settings(config)
     kb = open_kb(settings)
     with Engine.from_config(settings) as engine:
         chat = ChatService(engine, Retriever(kb))
