@@ -8,7 +8,10 @@ buffers) or from a description (`--params 13B --layers 40 --kv-heads 40 --head-d
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass, field
 
 from appliance.errors import ApplianceError
@@ -149,3 +152,17 @@ def _advice(ledger: Ledger, shape: Shape) -> list[str]:
     need = ledger.total_bytes - ledger.device_bytes
     out.append(f"or add {math.ceil(need / 2**30)} GiB of memory")
     return out
+
+
+def detect_device_bytes() -> tuple[int, str]:
+    """GPU memory from nvidia-smi, else system RAM (CPU deployments)."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout.split()
+            if out:
+                return int(float(out[0]) * 2**20), "GPU (nvidia-smi)"
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "system RAM (no GPU)"

@@ -21,10 +21,9 @@ COLUMNS = [("target", "target"), ("concurrency", "users"), ("ok", "ok"), ("rejec
 def machine() -> dict:
     """CPU, GPU and core count, for the report header."""
     from appliance.doctor import cpu_model
+    from appliance.plan import detect_device_bytes
 
     cpu = cpu_model()
-    from appliance.cli_measure import detect_device_bytes
-
     mem, where = detect_device_bytes()
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "memory_kind": where,
             "python": platform.python_version()}

@@ -1,4 +1,4 @@
-"""The app factory: FastAPI with the API routers, /metrics, /healthz, and the Gradio UI mounted."""
+"""The API app factory: FastAPI with the OpenAI routers, /metrics, /healthz and admin routes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from appliance.config import Settings
 from appliance.server import openai_api, prometheus, wire
@@ -20,8 +20,9 @@ from appliance.server.services import Services
 access_log = logging.getLogger("appliance.access")
 
 
-def create_app(settings: Settings, svc: Services, ui: bool = True) -> FastAPI:
-    """Build the one-port app. UI and API call the same `svc`."""
+def create_app(settings: Settings, svc: Services) -> FastAPI:
+    """Build the API app. The UI is mounted by the composition root (`appliance.compose`)
+    and calls the same `svc`."""
     app = FastAPI(title="appliance", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = svc
     app.include_router(openai_api.router)
@@ -47,15 +48,6 @@ def create_app(settings: Settings, svc: Services, ui: bool = True) -> FastAPI:
     def admin_stats(user: User = Depends(admin_user), s: Services = Depends(services)) -> dict:
         return {"engine": s.engine.snapshot(), "users": len(s.users.list()),
                 "chunks": s.kb.db.chunk_count(s.kb.cfg.name)}
-
-    if ui:
-        from ui.app import mount_ui
-
-        mount_ui(app, svc)
-    else:
-        @app.get("/")
-        def root() -> RedirectResponse:
-            return RedirectResponse("/healthz")
     return app
 
 

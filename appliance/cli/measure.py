@@ -1,10 +1,8 @@
-"""CLI commands for measurement: `plan` (the memory ledger) and `bench` (load over HTTP)."""
+"""`appliance plan` (the memory ledger) and `appliance bench` (load over HTTP): measurement."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -12,24 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from appliance.cli_common import ConfigOpt, console, load_cli_settings
+from appliance.cli.common import ConfigOpt, JsonOpt, console, load_cli_settings
 from appliance.models.metadata import human_bytes
 
 
-def detect_device_bytes() -> tuple[int, str]:
-    """GPU memory from nvidia-smi, else system RAM (CPU deployments)."""
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10).stdout.split()
-            if out:
-                return int(float(out[0]) * 2**20), "GPU (nvidia-smi)"
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "system RAM (no GPU)"
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root app."""
+    app.command("plan")(plan_command)
+    app.command("bench")(bench_command)
 
 
 def plan_command(model: Annotated[str | None, typer.Argument(help="Registry name or GGUF path "
@@ -48,10 +36,10 @@ def plan_command(model: Annotated[str | None, typer.Argument(help="Registry name
                  quant: Annotated[str, typer.Option(help="Described model: quantization, e.g. Q4_K_M.")] = "Q4_K_M",
                  measure: Annotated[bool, typer.Option(help="Measure compute buffers with llama.cpp "
                                                        "when the model file is here.")] = True,
-                 as_json: Annotated[bool, typer.Option("--json", help="Print the ledger as JSON.")] = False,
+                 as_json: JsonOpt = False,
                  config: ConfigOpt = None) -> None:
     """The memory ledger: weights, KV per token/sequence/total, compute buffers, headroom, what fits."""
-    from appliance.plan import Shape, parse_size, plan
+    from appliance.plan import Shape, detect_device_bytes, parse_size, plan
 
     device, where = (parse_size(vram), "given") if vram else detect_device_bytes()
     compute = None

@@ -1,4 +1,4 @@
-"""CLI commands over the knowledge base: ingest, docs, search, eval. They only parse and call."""
+"""`appliance ingest`, `docs …`, `search` and `eval …`: the knowledge base. They only parse and call."""
 
 from __future__ import annotations
 
@@ -11,19 +11,32 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from appliance.cli_common import ConfigOpt, console, err_console, load_cli_settings
-from knowledge.ingest import FileResult, IngestReport
-from knowledge.ingest import Progress as IngestProgress
+from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, load_cli_settings
+from knowledge.report import FileResult, IngestReport
+from knowledge.report import Progress as IngestProgress
 
 docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
 eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality.")
 
 
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root app."""
+    app.command("ingest")(ingest_command)
+    app.command("search")(search_command)
+    app.add_typer(docs_app, name="docs")
+    app.add_typer(eval_app, name="eval")
+
 
 def _kb(config: Path | None, reindex: bool = False):
-    from appliance.knowledge_service import open_kb
+    from appliance.server.services import open_kb
 
     return open_kb(load_cli_settings(config), reindex=reindex)
+
+
+def _documents(config: Path | None):
+    from appliance.server.services import open_documents
+
+    return open_documents(load_cli_settings(config))
 
 
 class _RichProgress(IngestProgress):
@@ -55,12 +68,13 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
                                                 "model change)."),
                    config: ConfigOpt = None) -> None:
     """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
-    from knowledge.ingest import ingest
+    from appliance.server.documents import DocumentsService
 
     kb = _kb(config, reindex=reindex)
+    documents = DocumentsService(kb, kb.data_dir / "uploads")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
-        report = ingest(kb, folder, _RichProgress(bar))
+        report = documents.ingest(folder, _RichProgress(bar))
     print_report(report)
     if strict and report.count("failed"):
         raise typer.Exit(1)
@@ -92,9 +106,8 @@ def docs_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
 @docs_app.command("list")
 def docs_list(config: ConfigOpt = None) -> None:
     """Every known file with its status, chunk count and error."""
-    kb = _kb(config)
     table = Table("source", "kind", "status", "chunks", "error", "root")
-    for rec in sorted(kb.db.files(kb.cfg.name).values(), key=lambda r: (r.root, r.source)):
+    for rec in _documents(config).list():
         table.add_row(rec.source, rec.kind or "-", rec.status, str(len(rec.chunk_ids)), rec.error or "", rec.root)
     console.print(table)
 
@@ -102,38 +115,21 @@ def docs_list(config: ConfigOpt = None) -> None:
 @docs_app.command("stats")
 def docs_stats(config: ConfigOpt = None) -> None:
     """Totals: files by status, chunks, vectors, embedding model."""
-    kb = _kb(config)
-    files = kb.db.files(kb.cfg.name).values()
-    by_status: dict[str, int] = {}
-    for r in files:
-        by_status[r.status] = by_status.get(r.status, 0) + 1
-    console.print_json(json.dumps({"knowledge_base": kb.cfg.name, "files": by_status,
-                                   "chunks": kb.db.chunk_count(kb.cfg.name), "vectors": kb.store.count(),
-                                   "embedding_model": kb.embedder.model_id,
-                                   "chunk_tokens": kb.chunk_budget}))
+    console.print_json(json.dumps(_documents(config).stats()))
 
 
 @docs_app.command("remove")
 def docs_remove(path: Annotated[str, typer.Argument(help="Absolute path, or source path as listed.")],
                 config: ConfigOpt = None) -> None:
-    """Remove one document from the index (the file itself is not touched)."""
-    from knowledge.errors import KnowledgeError
-
-    kb = _kb(config)
-    matches = [r for r in kb.db.files(kb.cfg.name).values()
-               if r.path == str(Path(path).expanduser().resolve()) or r.source == path.strip("/")]
-    if not matches:
-        raise KnowledgeError(f"no indexed document {path!r} (see appliance docs list)")
-    for rec in matches:
-        kb.store.delete(rec.chunk_ids)
-        kb.db.remove_file(kb.cfg.name, rec.path)
+    """Remove one document from the index (the file itself is not touched, except an upload's copy)."""
+    for rec in _documents(config).remove(path):
         console.print(f"removed {rec.source} ({len(rec.chunk_ids)} chunks)")
 
 
 def search_command(query: Annotated[str, typer.Argument(help="The question.")],
                    k: Annotated[int, typer.Option("-k", help="How many chunks.")] = 5,
                    path: Annotated[str | None, typer.Option(help="Only sources under this path.")] = None,
-                   as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+                   as_json: JsonOpt = False,
                    config: ConfigOpt = None) -> None:
     """Retrieve the chunks that best answer a question (hybrid dense + BM25)."""
     from knowledge.retrieve import Retriever
@@ -152,7 +148,7 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
 
 @eval_app.command("retrieval")
 def eval_retrieval(qa: Annotated[Path, typer.Argument(help="JSONL of {question, answer_contains, source}.")],
-                   as_json: Annotated[bool, typer.Option("--json")] = False,
+                   as_json: JsonOpt = False,
                    config: ConfigOpt = None) -> None:
     """Recall@1/5/10 and MRR over a QA file, overall and per language."""
     from knowledge.evaluate import evaluate, load_qa

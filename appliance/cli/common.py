@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from appliance.config import Settings
 
 console = Console()
 err_console = Console(stderr=True)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def load_cli_settings(config: Path | None = None):
+def load_cli_settings(config: Path | None = None) -> Settings:
     """Settings for one command, with the offline guard applied as the process starts work."""
     from appliance.config import load_settings
     from appliance.offline import install_guard

@@ -1,0 +1,52 @@
+"""The `appliance` command line, assembled from one module per noun.
+
+Each module under `appliance/cli/` owns its commands, which only parse arguments and call the
+library. Domain errors (ApplianceError, KnowledgeError) become one-line messages here, in one place;
+APPLIANCE_DEBUG=1 shows the full traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from appliance.cli import config, knowledge, measure, models, serve, users
+from appliance.cli.common import err_console
+from appliance.errors import ApplianceError
+from knowledge.errors import KnowledgeError
+
+
+class _ErrorsToMessages(TyperGroup):
+    """Turns domain errors raised anywhere below this group into a clean CLI error."""
+
+    def invoke(self, ctx):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except (ApplianceError, KnowledgeError) as e:
+            if os.environ.get("APPLIANCE_DEBUG") == "1":
+                raise
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(cls=_ErrorsToMessages, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Offline knowledge-base Q&A appliance on llama.cpp.")
+for module in (config, models, knowledge, serve, users, measure):
+    module.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

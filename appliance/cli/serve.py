@@ -1,0 +1,72 @@
+"""`appliance serve` and `appliance ask`: the chat service, over HTTP or in the terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from appliance.cli.common import ConfigOpt, console, err_console, load_cli_settings
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root app."""
+    app.command("serve")(serve_command)
+    app.command("ask")(ask_command)
+
+
+def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (default from config).")] = None,
+                  port: Annotated[int | None, typer.Option(help="Port (default from config).")] = None,
+                  no_ui: Annotated[bool, typer.Option("--no-ui", help="API only.")] = False,
+                  config: ConfigOpt = None) -> None:
+    """Run the appliance: chat UI, OpenAI-compatible API, /metrics and /healthz on one port."""
+    import logging
+
+    import uvicorn
+
+    from appliance.compose import build_app
+    from appliance.server.services import build_services, first_start
+
+    settings = load_cli_settings(config)
+    if host:
+        settings.host = host
+    if port:
+        settings.port = port
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    err_console.print("loading models…")
+    svc = build_services(settings)
+    password = first_start(svc)
+    if password:
+        console.print(f"[bold]First start:[/] created administrator [bold]admin[/] with password "
+                      f"[bold]{password}[/] (shown once; change it with `appliance users passwd admin`)")
+    app = build_app(settings, svc, ui=not no_ui)
+    console.print(f"serving on http://{settings.host}:{settings.port}  (model {svc.engine.model_name})")
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    finally:
+        svc.close()
+
+
+def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
+                max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 512,
+                config: ConfigOpt = None) -> None:
+    """Ask the knowledge base from the terminal: streamed answer, citations below."""
+    from appliance.engine.engine import Engine
+    from appliance.engine.sequence import SamplingParams
+    from appliance.server.chat import ChatService
+    from appliance.server.services import open_kb
+    from knowledge.retrieve import Retriever
+
+    settings = load_cli_settings(config)
+    kb = open_kb(settings)
+    with Engine.from_config(settings) as engine:
+        chat = ChatService(engine, Retriever(kb))
+        prepared = chat.prepare([{"role": "user", "content": question}])
+        for delta in chat.stream(prepared, SamplingParams(max_tokens=max_tokens, temperature=0.3)):
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+    print()
+    for c in prepared.citations:
+        where = c["source"] + (f" p.{c['page']}" if c["page"] else "") + (f" § {c['heading']}" if c["heading"] else "")
+        console.print(f"[dim][{c['n']}] {where}[/]", highlight=False)
