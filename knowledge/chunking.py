@@ -39,8 +39,13 @@ class Chunk:
     @property
     def embed_text(self) -> str:
         """What gets embedded and lexically indexed: the text with its title and headings."""
-        context = " / ".join(p for p in (self.title, self.heading) if p)
-        return f"{context}\n{self.text}" if context else self.text
+        return embed_text(self.title, self.heading, self.text)
+
+
+def embed_text(title: str, heading: str, text: str) -> str:
+    """A chunk's text prefixed by its title and heading path (also used to rebuild the lexical index)."""
+    context = " / ".join(p for p in (title, heading) if p)
+    return f"{context}\n{text}" if context else text
 
 
 @dataclass

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.chunking import Chunk, chunk_document
@@ -20,51 +19,10 @@ from knowledge.errors import KnowledgeError, LoaderError
 from knowledge.kb import KnowledgeBase
 from knowledge.loaders import load, supported
 from knowledge.manifest import FileRecord
+from knowledge.report import FileResult, IngestReport, Progress
 from knowledge.walk import Candidate, walk
 
 _EMBED_GROUP = 256  # chunks embedded together across small files
-
-
-@dataclass
-class FileResult:
-    """What happened to one file (or skipped folder/link)."""
-
-    source: str
-    status: str  # new, changed, unchanged, removed, failed, skipped
-    chunks: int = 0
-    reason: str = ""
-
-
-@dataclass
-class IngestReport:
-    """Summary of one ingest run."""
-
-    root: str
-    results: list[FileResult] = field(default_factory=list)
-    ignored: Counter = field(default_factory=Counter)  # unsupported extensions
-    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("walk", "parse", "chunk", "embed", "store", "total"), 0.0))
-    bytes_read: int = 0
-    repaired: int = 0
-
-    def count(self, status: str) -> int:
-        return sum(1 for r in self.results if r.status == status)
-
-    @property
-    def chunks(self) -> int:
-        return sum(r.chunks for r in self.results if r.status in ("new", "changed"))
-
-    @property
-    def problems(self) -> list[FileResult]:
-        return [r for r in self.results if r.status in ("failed", "skipped")]
-
-
-class Progress:
-    """Callbacks the CLI/UI implement to show progress; the defaults do nothing."""
-
-    def start(self, total_files: int) -> None: ...
-    def file_done(self, result: FileResult) -> None: ...
-    def chunks_embedded(self, n: int) -> None: ...
 
 
 @dataclass
@@ -159,7 +117,7 @@ def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | Fi
     except OSError as e:
         return _fail(kb, rec, f"unreadable ({e.strerror or e})")
     rec.sha256 = hashlib.sha256(raw).hexdigest()
-    old = kb.db.files(kb.cfg.name, rec.root).get(rec.path)
+    old = kb.db.file(kb.cfg.name, rec.path)
     if old and old.sha256 == rec.sha256 and old.status == "done":
         kb.db.touch(kb.cfg.name, rec.path, rec.mtime)  # touched, not changed
         return FileResult(rec.source, "unchanged", len(old.chunk_ids))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowledge.db import KnowledgeDB
 from knowledge.embed import Embedder
-from knowledge.manifest import KnowledgeDB
 from knowledge.store import VectorStore
 
 

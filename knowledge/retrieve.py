@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from knowledge.kb import KnowledgeBase
-from knowledge.lexical import is_cjk_text, terms
+from knowledge.terms import is_cjk_text, terms
 
 RRF_K = 60
 

@@ -20,6 +20,8 @@ us was we were what when where which who why will with would you your yours am a
 # Chinese particles that carry no topic (kept short: removing a character also joins its
 # neighbours into a bigram, the same way in documents and questions).
 CJK_STOP = frozenset("的了吗呢吧啊")
+# Bump when `terms()` changes: the lexical index is then rebuilt from the stored chunk texts.
+TERMS_VERSION = "suffix-bigram-1"
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
 
 

@@ -7,10 +7,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from knowledge.ingest import IngestReport
+from knowledge.report import FileResult, IngestReport
 
 
 @dataclass
@@ -26,8 +24,6 @@ class Candidate:
 
 def walk(root: Path, report: IngestReport, wanted: Callable[[Path], bool]) -> Iterator[Candidate]:
     """Yield candidate files under `root` in a stable order; record skips in `report`."""
-    from knowledge.ingest import FileResult
-
     def skip(path: Path, reason: str) -> None:
         report.results.append(FileResult(path.relative_to(root).as_posix(), "skipped", 0, reason))
 
