@@ -6,7 +6,6 @@ Air-gap rules: system fonts only (no web fonts), analytics off, no SSR node serv
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -15,6 +14,7 @@ import gradio as gr  # noqa: E402
 
 from appliance.engine.sequence import SamplingParams  # noqa: E402
 from appliance.server.services import Services  # noqa: E402
+from knowledge.errors import KnowledgeError  # noqa: E402
 from ui.admin import build_admin_tab  # noqa: E402
 from ui.render import render_report, render_sources  # noqa: E402
 
@@ -111,25 +111,24 @@ def _text(content) -> str:
 
 
 def _documents_tab(svc: Services) -> None:
+    docs_svc = svc.documents
     admin_only = svc.settings.upload_requires_admin
     with gr.Tab("Documents"):
         files = gr.File(label="Upload documents", file_count="multiple", file_types=UPLOAD_TYPES)
         go = gr.Button("Upload and index", variant="primary")
         summary = gr.Markdown()
 
-        def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
+        def is_admin(request: gr.Request) -> bool:
             user = svc.users.get(_user(request))
-            if admin_only and (user is None or not user.is_admin):
+            return bool(user and user.is_admin)
+
+        def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
+            if admin_only and not is_admin(request):
                 return "Only administrators can upload documents."
             if not paths:
                 return "Choose files first."
-            target = svc.settings.data_path / "uploads"
-            target.mkdir(parents=True, exist_ok=True)
-            for p in paths:
-                name = Path(p).name.replace("/", "_").lstrip(".") or "upload"
-                shutil.copyfile(p, target / name)  # a plain name: no path traversal possible
             progress(0.1, desc="indexing")
-            return render_report(svc.run_ingest(target))
+            return render_report(docs_svc.upload((Path(p).name, Path(p)) for p in paths))
 
         go.click(upload, [files], [summary])
         docs = gr.Dataframe(headers=["source", "status", "chunks", "error", "root"], interactive=False,
@@ -140,31 +139,22 @@ def _documents_tab(svc: Services) -> None:
             reindex = gr.Button("Re-index all folders", scale=1)
 
         def listing(request: gr.Request):
-            kb = svc.kb
-            return [[r.source, r.status, len(r.chunk_ids), r.error or "", r.root]
-                    for r in sorted(kb.db.files(kb.cfg.name).values(), key=lambda r: r.source)]
-
-        def allowed(request: gr.Request) -> bool:
-            user = svc.users.get(_user(request))
-            return bool(user and user.is_admin)
+            return [[r.source, r.status, len(r.chunk_ids), r.error or "", r.root] for r in docs_svc.list()]
 
         def do_remove(source: str) -> str:
-            kb = svc.kb
-            gone = [r for r in kb.db.files(kb.cfg.name).values() if r.source == source.strip()]
-            for r in gone:
-                kb.store.delete(r.chunk_ids)
-                kb.db.remove_file(kb.cfg.name, r.path)
-            return f"Removed {len(gone)} document(s)."
+            try:
+                return f"Removed {len(docs_svc.remove(source))} document(s)."
+            except KnowledgeError as e:
+                return str(e)
 
         def do_reindex() -> str:
-            roots = sorted({r.root for r in svc.kb.db.files(svc.kb.cfg.name).values()})
-            return "\n\n".join(render_report(svc.run_ingest(Path(root))) for root in roots if Path(root).is_dir())
+            return "\n\n".join(render_report(r) for r in docs_svc.reindex())
 
         def on_remove(source: str, request: gr.Request):
-            return (do_remove(source) if allowed(request) else "Administrators only."), listing(request)
+            return (do_remove(source) if is_admin(request) else "Administrators only."), listing(request)
 
         def on_reindex(request: gr.Request):
-            return (do_reindex() if allowed(request) else "Administrators only."), listing(request)
+            return (do_reindex() if is_admin(request) else "Administrators only."), listing(request)
 
         remove.click(on_remove, [target], [summary, docs])
         reindex.click(on_reindex, None, [summary, docs])

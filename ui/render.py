@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from knowledge.ingest import IngestReport
+from knowledge.report import IngestReport
 
 
 def render_sources(citations: list[dict], covered: bool) -> str:

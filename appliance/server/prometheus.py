@@ -38,7 +38,7 @@ class _Collector:
                          ("prefix_hit_rate", "Share of prompt tokens served from the prefix cache")):
             yield GaugeMetricFamily(f"appliance_{key}", doc, value=snap[key])
         yield GaugeMetricFamily("appliance_engine_healthy", "1 when the engine thread runs", value=int(snap["healthy"]))
-        c = self.svc.ingest_counters
+        c = self.svc.documents.counters
         yield CounterMetricFamily("appliance_ingest_runs", "Ingest runs", value=c.runs)
         yield CounterMetricFamily("appliance_ingest_chunks", "Chunks indexed", value=c.chunks)
         files = CounterMetricFamily("appliance_ingest_files", "Files by ingest outcome", labels=["status"])

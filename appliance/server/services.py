@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.config import Settings
 from appliance.engine.backend import ChatBackend
 from appliance.server.auth import UserStore
 from appliance.server.chat import ChatService
+from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
-from knowledge.ingest import IngestReport, Progress, ingest
-from knowledge.kb import KnowledgeBase
+from knowledge.kb import KBConfig, KnowledgeBase
 from knowledge.retrieve import Retriever
 
 log = logging.getLogger("appliance.server")
@@ -22,18 +21,8 @@ SAMPLE_DOCS = Path(__file__).resolve().parents[2] / "knowledge" / "sample" / "do
 
 
 @dataclass
-class IngestCounters:
-    """For /metrics: what ingests did since start."""
-
-    runs: int = 0
-    files: dict[str, int] = field(default_factory=dict)
-    chunks: int = 0
-    running: bool = False
-
-
-@dataclass
 class Services:
-    """Engine, knowledge base, chat, users and history: one of each per process."""
+    """Engine, knowledge base, documents, chat, users and history: one of each per process."""
 
     settings: Settings
     engine: ChatBackend
@@ -42,23 +31,7 @@ class Services:
     chat: ChatService
     users: UserStore
     history: HistoryStore
-    ingest_counters: IngestCounters = field(default_factory=IngestCounters)
-    _ingest_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run_ingest(self, folder: Path, progress: Progress | None = None) -> IngestReport:
-        """One ingest at a time (uploads and the CLI share the same manifest)."""
-        with self._ingest_lock:
-            self.ingest_counters.running = True
-            try:
-                report = ingest(self.kb, folder, progress)
-            finally:
-                self.ingest_counters.running = False
-        c = self.ingest_counters
-        c.runs += 1
-        c.chunks += report.chunks
-        for r in report.results:
-            c.files[r.status] = c.files.get(r.status, 0) + 1
-        return report
+    documents: DocumentsService
 
     def close(self) -> None:
         self.engine.shutdown()
@@ -68,14 +41,34 @@ class Services:
 def build_services(settings: Settings, engine: ChatBackend | None = None) -> Services:
     """Create everything from settings (loads the chat and embedding models)."""
     from appliance.engine.engine import Engine
-    from appliance.knowledge_service import open_kb
 
     data = settings.data_path
     kb = open_kb(settings)
     retriever = Retriever(kb)
     engine = engine or Engine.from_config(settings)
     return Services(settings, engine, kb, retriever, ChatService(engine, retriever),
-                    UserStore(data / "users.db"), HistoryStore(data / "users.db"))
+                    UserStore(data / "users.db"), HistoryStore(data / "users.db"),
+                    DocumentsService(kb, data / "uploads"))
+
+
+def kb_config(settings: Settings) -> KBConfig:
+    """The knowledge base's settings, from the `[knowledge]` section."""
+    k = settings.knowledge
+    return KBConfig(name=k.collection, chunk_tokens=k.chunk_tokens, chunk_overlap=k.chunk_overlap,
+                    max_file_mb=k.max_file_mb, embed_batch=k.embed_batch, candidates=k.candidates,
+                    cjk_dense_weight=k.cjk_dense_weight, rerank_model=k.rerank_model)
+
+
+def open_kb(settings: Settings, embedder=None, reindex: bool = False) -> KnowledgeBase:
+    """The configured knowledge base; `reindex` drops its index first (embedding model change)."""
+    model = settings.resolve(settings.embedding_model) if settings.embedding_model else None
+    return KnowledgeBase(settings.data_path, kb_config(settings), embedder=embedder, embedding_model=model,
+                         reindex=reindex)
+
+
+def open_documents(settings: Settings) -> DocumentsService:
+    """The documents service over the configured knowledge base, for commands without a server."""
+    return DocumentsService(open_kb(settings), settings.data_path / "uploads")
 
 
 def first_start(services: Services) -> str | None:
@@ -87,5 +80,5 @@ def first_start(services: Services) -> str | None:
     kb = services.kb
     if services.settings.knowledge.sample_docs and kb.db.chunk_count(kb.cfg.name) == 0 and SAMPLE_DOCS.is_dir():
         log.info("indexing the bundled sample guide (%s)", SAMPLE_DOCS)
-        services.run_ingest(SAMPLE_DOCS)
+        services.documents.ingest(SAMPLE_DOCS)
     return password

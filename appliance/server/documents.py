@@ -1,0 +1,115 @@
+"""The documents service: list, upload, remove and re-index, used by the UI, the CLI and the API.
+
+Every write goes through `_writer` (one ingest, remove or re-index at a time in this process),
+so the UI, an upload and the API never write the manifest and the vector store together.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from knowledge.errors import KnowledgeError
+from knowledge.ingest import ingest
+from knowledge.kb import KnowledgeBase
+from knowledge.manifest import FileRecord
+from knowledge.report import IngestReport, Progress
+
+_SAFE_NAME = re.compile(r"[^\w.\- ]+", re.UNICODE)
+
+
+@dataclass
+class IngestCounters:
+    """For /metrics: what ingests did since start."""
+
+    runs: int = 0
+    files: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+    running: bool = False
+
+    def add(self, report: IngestReport) -> None:
+        self.runs += 1
+        self.chunks += report.chunks
+        for r in report.results:
+            self.files[r.status] = self.files.get(r.status, 0) + 1
+
+
+class DocumentsService:
+    """The knowledge base's documents as users and admins see them."""
+
+    def __init__(self, kb: KnowledgeBase, uploads_dir: Path) -> None:
+        self.kb = kb
+        self.uploads_dir = Path(uploads_dir)
+        self.counters = IngestCounters()
+        self._writer = threading.Lock()
+
+    # -- reads ---------------------------------------------------------------------------
+    def list(self) -> list[FileRecord]:
+        """Every known file (indexed or failed), by root then source."""
+        return sorted(self.kb.db.files(self.kb.cfg.name).values(), key=lambda r: (r.root, r.source))
+
+    def find(self, ref: str) -> list[FileRecord]:
+        """Files matching an absolute path or a source path as listed."""
+        ref = ref.strip()
+        if not ref:
+            return []
+        absolute = str(Path(ref).expanduser().resolve()) if ref.startswith(("/", "~")) else None
+        return [r for r in self.list() if r.path == absolute or r.source == ref.strip("/")]
+
+    def stats(self) -> dict:
+        """Totals: files by status, chunks, vectors, embedding model."""
+        by_status: dict[str, int] = {}
+        for r in self.list():
+            by_status[r.status] = by_status.get(r.status, 0) + 1
+        kb = self.kb
+        return {"knowledge_base": kb.cfg.name, "files": by_status, "chunks": kb.db.chunk_count(kb.cfg.name),
+                "vectors": kb.store.count(), "embedding_model": kb.embedder.model_id,
+                "chunk_tokens": kb.chunk_budget}
+
+    # -- writes --------------------------------------------------------------------------
+    def ingest(self, folder: Path, progress: Progress | None = None) -> IngestReport:
+        """Index a folder (incremental)."""
+        with self._writer:
+            self.counters.running = True
+            try:
+                report = ingest(self.kb, folder, progress)
+            finally:
+                self.counters.running = False
+        self.counters.add(report)
+        return report
+
+    def remove(self, ref: str) -> list[FileRecord]:
+        """Remove matching documents from the index; an uploaded copy is deleted too, so a
+        re-index does not bring it back. Raises KnowledgeError when nothing matches."""
+        with self._writer:
+            matches = self.find(ref)
+            if not matches:
+                raise KnowledgeError(f"no indexed document {ref!r} (see appliance docs list)")
+            for rec in matches:
+                self.kb.store.delete(rec.chunk_ids)
+                self.kb.db.remove_file(self.kb.cfg.name, rec.path)
+                if Path(rec.root) == self.uploads_dir.resolve():
+                    Path(rec.path).unlink(missing_ok=True)
+        return matches
+
+    def reindex(self, progress: Progress | None = None) -> list[IngestReport]:
+        """Bring every known folder up to date (changed files re-read, deleted ones removed)."""
+        roots = sorted({r.root for r in self.list()})
+        return [self.ingest(Path(root), progress) for root in roots if Path(root).is_dir()]
+
+    def upload(self, files: Iterable[tuple[str, Path]], progress: Progress | None = None) -> IngestReport:
+        """Copy (name, temp path) pairs into the uploads folder under safe names, then index it."""
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        for name, tmp in files:
+            shutil.copyfile(tmp, self.uploads_dir / safe_name(name))
+        return self.ingest(self.uploads_dir, progress)
+
+
+def safe_name(name: str) -> str:
+    """A plain file name: no folders, no leading dots, no characters outside words and `.- `."""
+    base = _SAFE_NAME.sub("_", Path(name).name).lstrip(". ")
+    return base or "upload"
