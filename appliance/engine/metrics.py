@@ -1,15 +1,15 @@
 """Engine counters and histograms: TTFT, TPOT, queue time, tokens, KV cells, prefix hits.
 
-Plain Python so the engine thread can update them cheaply; `snapshot()` returns a dict the
-server exports to Prometheus and the admin tab plots.
+Updated by the engine thread; `snapshot()` returns a dict the server exports to Prometheus and the
+admin tab plots (a dict, so a remote backend can produce the same shape).
 """
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Histogram
 
 from appliance.engine.sequence import Sequence
 
@@ -17,38 +17,43 @@ from appliance.engine.sequence import Sequence
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-@dataclass
-class Histogram:
-    """Cumulative-bucket histogram plus a window of recent values for quantiles."""
+class LatencyHistogram:
+    """prometheus-client's histogram (buckets, sum, count) plus a window of recent values.
 
-    buckets: tuple[float, ...] = LATENCY_BUCKETS
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    count: int = 0
-    recent: deque = field(default_factory=lambda: deque(maxlen=1000))
+    The window gives the p50/p95 the admin tab and bench reports show; Prometheus itself gets the
+    cumulative buckets. Each histogram has its own registry: it is exported through the engine's
+    snapshot, not through the process-global registry.
+    """
 
-    def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.buckets) + 1)
+    def __init__(self, name: str, doc: str, window: int = 1000) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._hist = Histogram(name, doc, buckets=LATENCY_BUCKETS, registry=self._registry)
+        self.recent: deque[float] = deque(maxlen=window)
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.total += value
-        self.count += 1
+        self._hist.observe(value)
         self.recent.append(value)
 
     def quantile(self, q: float) -> float | None:
+        """The q-quantile of the recent window (None before the first observation)."""
         if not self.recent:
             return None
         values = sorted(self.recent)
         return values[min(len(values) - 1, int(q * len(values)))]
 
     def snapshot(self) -> dict:
-        cumulative, running = [], 0
-        for c in self.counts[:-1]:
-            running += c
-            cumulative.append(running)
-        return {"buckets": list(self.buckets), "cumulative": cumulative, "sum": self.total,
-                "count": self.count, "p50": self.quantile(0.5), "p95": self.quantile(0.95)}
+        buckets, cumulative, total, count = [], [], 0.0, 0
+        for metric in self._registry.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_bucket") and sample.labels["le"] != "+Inf":
+                    buckets.append(float(sample.labels["le"]))
+                    cumulative.append(int(sample.value))
+                elif sample.name.endswith("_sum"):
+                    total = sample.value
+                elif sample.name.endswith("_count"):
+                    count = int(sample.value)
+        return {"buckets": buckets, "cumulative": cumulative, "sum": total, "count": count,
+                "p50": self.quantile(0.5), "p95": self.quantile(0.95)}
 
 
 class EngineMetrics:
@@ -56,9 +61,9 @@ class EngineMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.ttft = Histogram()
-        self.tpot = Histogram()
-        self.queue_time = Histogram()
+        self.ttft = LatencyHistogram("ttft_seconds", "Time to first token")
+        self.tpot = LatencyHistogram("tpot_seconds", "Time per output token")
+        self.queue_time = LatencyHistogram("queue_time_seconds", "Time waiting for admission")
         self.requests: dict[str, int] = {}
         self.generated_tokens = 0
         self.prompt_tokens_computed = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from appliance.models.gguf import FILE_TYPES, GGML_TYPES, KV_TYPE_BYTES, GGUFFile
+from appliance.models.gguf import KV_TYPE_BYTES, GGUFFile, file_type_name
 
 
 @dataclass
@@ -63,7 +63,7 @@ def model_info(gguf: GGUFFile) -> ModelInfo:
         name=str(md.get("general.name", gguf.path.stem)),
         n_params=sum(t.n_elements for t in gguf.tensors),
         quant=_quant_name(gguf),
-        weights_bytes=sum(t.n_bytes or 0 for t in gguf.tensors),
+        weights_bytes=sum(t.n_bytes for t in gguf.tensors),
         context_length=_first(key("context_length"), 0),
         n_layer=_first(key("block_count"), 0),
         n_head=n_head,
@@ -78,13 +78,13 @@ def model_info(gguf: GGUFFile) -> ModelInfo:
 
 def _quant_name(gguf: GGUFFile) -> str:
     ftype = gguf.metadata.get("general.file_type")
-    if ftype is not None and int(ftype) in FILE_TYPES:
-        return FILE_TYPES[int(ftype)]
-    # No file_type key: name the most common tensor type by bytes.
+    name = file_type_name(ftype) if ftype is not None else None
+    if name:
+        return name
+    # No (known) file_type key: name the most common tensor type by bytes.
     by_type: dict[str, int] = {}
     for t in gguf.tensors:
-        name = GGML_TYPES.get(t.type_id, (f"type{t.type_id}", 1, 1))[0]
-        by_type[name] = by_type.get(name, 0) + (t.n_bytes or 0)
+        by_type[t.type_name] = by_type.get(t.type_name, 0) + t.n_bytes
     return max(by_type, key=by_type.__getitem__) if by_type else "unknown"
 
 

@@ -125,8 +125,17 @@ class ModelRegistry:
             return self.get(spec)
         path = Path(spec).expanduser()
         if path.suffix.lower() == ".gguf" or path.exists():
-            return _entry(path.stem, path.resolve(), False, hash_file=False)
+            return self._registered_at(path.resolve()) or _entry(path.stem, path.resolve(), False, hash_file=False)
         return self.get(spec)
+
+    def _registered_at(self, path: Path) -> ModelEntry | None:
+        # Reading a header walks the whole vocabulary (seconds for large tokenizers): reuse the
+        # facts recorded at registration when the same unchanged file is named by path.
+        size = path.stat().st_size if path.is_file() else -1
+        for e in self._state()["models"].values():
+            if e["path"] == str(path) and e["size"] == size:
+                return ModelEntry(**e)
+        return None
 
     # -- mutations -------------------------------------------------------------------
     def add(self, path: Path, name: str | None = None,
