@@ -89,9 +89,6 @@ class KVCache:
         cached = [(s.last_used, sid) for sid, s in self._slots.items() if s.cached]
         return [sid for _, sid in sorted(cached)]
 
-    def slot_tokens(self, slot: int) -> list[int]:
-        return list(self._slots[slot].tokens)
-
     def snapshot(self) -> dict[str, int]:
         live = self.live_cells()
         return {"kv_cells_total": self.n_cells, "kv_cells_used": self.used_cells,

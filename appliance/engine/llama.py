@@ -229,11 +229,6 @@ class LlamaRunner:
         raw = self.lib.llama_model_chat_template(self._model, None)
         return raw.decode("utf-8", errors="replace") if raw else None
 
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(256)
-        n = self.lib.llama_model_meta_val_str(self._model, key.encode(), buf, 256)
-        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
-
     # -- memory (the calls the KV ledger mirrors) ---------------------------------------
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         self.lib.llama_memory_seq_cp(self._mem, src, dst, p0, p1)

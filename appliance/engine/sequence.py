@@ -165,10 +165,6 @@ class Sequence:
         return self.n_tokens - self.n_computed
 
     @property
-    def is_prefilling(self) -> bool:
-        return self.n_computed < len(self.prompt_tokens)
-
-    @property
     def is_finished(self) -> bool:
         return self.status is Status.FINISHED
 
