@@ -20,10 +20,16 @@ from appliance.errors import ConfigError
 CONFIG_ENV = "APPLIANCE_CONFIG"
 ENV_PREFIX = "APPLIANCE_"
 DEFAULT_CONFIG_NAME = "appliance.toml"
-# Variables that share our prefix but are not settings.
-_NOT_SETTINGS = {"APPLIANCE_CONFIG", "APPLIANCE_DEBUG", "APPLIANCE_CMAKE_ARGS",
-                 "APPLIANCE_WHEEL_CACHE", "APPLIANCE_TORCH_SPEC", "APPLIANCE_TORCH_INDEX",
-                 "APPLIANCE_ENABLE_AMX"}
+# Variables that share our prefix but are not settings: the loader ignores them. Every one the
+# code or docs read must be listed here (tests/test_config.py scans the tree for new ones).
+NOT_SETTINGS = frozenset({
+    "APPLIANCE_CONFIG",        # which config file
+    "APPLIANCE_DEBUG",         # full tracebacks instead of one-line errors
+    "APPLIANCE_LLAMA_LOG",     # show llama.cpp's own log
+    "APPLIANCE_CMAKE_ARGS", "APPLIANCE_WHEEL_CACHE", "APPLIANCE_TORCH_SPEC", "APPLIANCE_TORCH_INDEX",
+    "APPLIANCE_ENABLE_AMX",    # install.sh only
+    "APPLIANCE_TEST_PYTHON",   # the test suite's interpreter for subprocesses
+})
 
 
 class _Section(BaseModel):
@@ -122,7 +128,7 @@ def find_config_file(explicit: str | Path | None = None,
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for key, raw in environ.items():
-        if not key.startswith(ENV_PREFIX) or key in _NOT_SETTINGS:
+        if not key.startswith(ENV_PREFIX) or key in NOT_SETTINGS:
             continue
         parts = key[len(ENV_PREFIX):].lower().split("__")
         node = tree

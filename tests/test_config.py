@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import Settings, default_config_text, load_settings, write_default_config
+from appliance.config import NOT_SETTINGS, Settings, default_config_text, load_settings, write_default_config
 from appliance.errors import ConfigError
 
 
@@ -67,3 +67,27 @@ def test_default_config_roundtrips_and_never_overwrites(tmp_path):
     assert path.read_text() == "port = 1234\n"
     assert default_config_text().count("=") > 10
     assert Path(path).exists()
+
+
+def test_documented_non_setting_variables_are_ignored():
+    """APPLIANCE_LLAMA_LOG=1 and friends must not break every command as unknown settings."""
+    environ = dict.fromkeys(NOT_SETTINGS, "1")
+    s = load_settings(environ={**environ, "APPLIANCE_CONFIG": "", "APPLIANCE_PORT": "8100"})
+    assert s.port == 8100
+
+
+def test_every_appliance_variable_in_the_tree_is_a_setting_or_listed():
+    """A new APPLIANCE_* variable read anywhere (code, scripts, docs) is either a setting or is
+    added to NOT_SETTINGS; otherwise setting it would fail as an unknown field."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    fields = {f"APPLIANCE_{n.upper()}" for n in Settings.model_fields}
+    found: set[str] = set()
+    for pattern in ("**/*.py", "**/*.sh", "**/*.md", ".ci/run"):
+        for path in root.glob(pattern):
+            if ".venv" in path.parts or not path.is_file():
+                continue
+            found.update(re.findall(r"\bAPPLIANCE_[A-Z0-9]+(?:_[A-Z0-9]+)*\b", path.read_text(errors="ignore")))
+    unknown = sorted(v for v in found if "__" not in v and v not in fields and v not in NOT_SETTINGS)
+    assert not unknown, f"add these to config.NOT_SETTINGS or make them settings: {unknown}"
