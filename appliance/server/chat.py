@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
 from appliance.engine.sequence import SamplingParams
-from knowledge.lexical import is_cjk_text, terms
 from knowledge.retrieve import Hit, Retriever
+from knowledge.terms import is_cjk_text, terms
 
 SYSTEM_PROMPT = (
     "You are the company's document assistant. Answer only from the numbered excerpts in the "
