@@ -57,6 +57,7 @@ class Embedder:
         self._model = None
         self._lock = threading.Lock()
         self._count_lock = threading.Lock()
+        self._encode_lock = threading.Lock()
         self._counter = None
 
     @property
@@ -114,8 +115,12 @@ class Embedder:
         """Embed texts; returns float32 of shape (len(texts), dim), unit length."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        # One encode at a time: the fast tokenizer raises "Already borrowed" when two threads
+        # (retrieval, /v1/embeddings, an upload's ingest) use it at once, and torch already uses
+        # every core for one batch, so serialising costs no throughput.
+        with self._encode_lock:
+            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
