@@ -13,7 +13,7 @@ import time
 def smoke_decode(model_path: str | None = None) -> str:
     """Prefill two sequences in one batch, then decode 8 tokens each together. Returns text."""
     from appliance.engine.llama import ContextConfig, LlamaRunner
-    from appliance.engine.sequence import BatchItem
+    from appliance.engine.sequence import BatchItem, SamplingParams
     from appliance.models.registry import embedded_chat_model_path
 
     path = model_path or embedded_chat_model_path()
@@ -24,7 +24,7 @@ def smoke_decode(model_path: str | None = None) -> str:
                    runner.tokenize("One, two, three,")]
         items = [BatchItem(slot=i, tokens=p, start=0, logits=True) for i, p in enumerate(prompts)]
         for i in range(2):
-            runner.new_sampler(i, 0.0, 0, 1.0, 0.0, 1.0, None)
+            runner.new_sampler(i, SamplingParams(temperature=0.0, top_k=0))
         outputs: list[list[int]] = [[], []]
         for _ in range(8):
             if runner.decode(items) != 0:

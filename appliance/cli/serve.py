@@ -53,7 +53,6 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 config: ConfigOpt = None) -> None:
     """Ask the knowledge base from the terminal: streamed answer, citations below."""
     from appliance.engine.engine import Engine
-    from appliance.engine.sequence import SamplingParams
     from appliance.server.chat import ChatService
     from appliance.server.services import open_kb
     from knowledge.retrieve import Retriever
@@ -63,7 +62,7 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
     with Engine.from_config(settings) as engine:
         chat = ChatService(engine, Retriever(kb))
         prepared = chat.prepare([{"role": "user", "content": question}])
-        for delta in chat.stream(prepared, SamplingParams(max_tokens=max_tokens, temperature=0.3)):
+        for delta in chat.stream(prepared, chat.answer_params("terminal", max_tokens=max_tokens)):
             sys.stdout.write(delta)
             sys.stdout.flush()
     print()

@@ -6,6 +6,7 @@ Each step: schedule (admit, prefix-share, build batch) → decode → sample →
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -19,7 +20,7 @@ from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.metrics import EngineMetrics
 from appliance.engine.request import DONE, Channel, Request
 from appliance.engine.scheduler import Scheduler, SchedulerConfig
-from appliance.engine.sequence import BatchItem, SamplingParams, Sequence
+from appliance.engine.sequence import BatchItem, SamplingParams, Sequence, loop_period
 from appliance.models.metadata import ModelInfo
 
 log = logging.getLogger("appliance.engine")
@@ -190,9 +191,7 @@ class Engine:
     def _sample(self, item: BatchItem) -> None:
         seq, runner = item.seq, self.runner
         if not runner.has_sampler(seq.id):
-            p = seq.params
-            runner.new_sampler(seq.id, p.temperature, p.top_k, p.top_p, p.min_p,
-                               p.repeat_penalty, p.seed)
+            runner.new_sampler(seq.id, seq.params)
         token = runner.sample(seq.id, item.row)
         self.scheduler.append_token(seq, token)
         if runner.is_eog(token) and not seq.params.ignore_eos:
@@ -201,6 +200,10 @@ class Engine:
         if delta and not self._send(seq, delta):
             seq.cancelled = True
         if seq.stream.stopped:
+            self._finish(seq, "stop")
+        elif seq.params.loop_guard and loop_period(seq.output_tokens):
+            log.info(json.dumps({"event": "loop_stopped", "seq": seq.id, "tokens": len(seq.output_tokens),
+                                 "period": loop_period(seq.output_tokens)}))
             self._finish(seq, "stop")
         elif len(seq.output_tokens) >= seq.max_tokens or seq.n_tokens >= runner.n_ctx:
             self._finish(seq, "length")

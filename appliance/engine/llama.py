@@ -16,7 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from appliance.engine.errors import DecodeError, EngineError
-from appliance.engine.sequence import BatchItem
+from appliance.engine.sequence import BatchItem, SamplingParams
+
+# llama.cpp's default DRY sequence breakers: a repeat that crosses one of these is not penalised.
+_DRY_BREAKER_TEXT = ("\n", ":", "\"", "*")
+_DRY_BREAKERS = (ctypes.c_char_p * len(_DRY_BREAKER_TEXT))(*(b.encode() for b in _DRY_BREAKER_TEXT))
 
 _INIT_LOCK = threading.Lock()
 _BACKEND_READY = False
@@ -279,28 +283,31 @@ class LlamaRunner:
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
     # -- sampling ----------------------------------------------------------------------
-    def new_sampler(self, key: int, temperature: float, top_k: int, top_p: float, min_p: float,
-                    repeat_penalty: float, seed: int | None) -> None:
-        """Create the sampler chain of sequence `key` (replacing any previous one)."""
+    def new_sampler(self, key: int, p: SamplingParams) -> None:
+        """Create the sampler chain of sequence `key` from its sampling parameters."""
         self.free_sampler(key)
         lib = self.lib
         chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         if not chain:
             raise EngineError("could not create a sampler chain")
-        # Why top-k first: the penalties sampler over the full vocabulary is slow.
-        if temperature > 0 and top_k > 0:
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(top_k))
-        if repeat_penalty != 1.0:
+        # Why top-k first: the penalty samplers over the full vocabulary are slow.
+        if p.temperature > 0 and p.top_k > 0:
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(p.top_k))
+        if p.repeat_penalty != 1.0 or p.frequency_penalty or p.presence_penalty:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_penalties(
-                self.n_vocab, 64, repeat_penalty, 0.0, 0.0))
-        if temperature <= 0:
+                self.n_vocab, p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+        if p.dry_multiplier > 0:
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dry(
+                self._vocab, p.dry_multiplier, p.dry_base, p.dry_allowed_length, -1,
+                _DRY_BREAKERS, len(_DRY_BREAKER_TEXT)))
+        if p.temperature <= 0:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
         else:
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(top_p, 1))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(min_p, 1))
-            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(temperature))
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(p.top_p, 1))
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(p.min_p, 1))
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(p.temperature))
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(
-                lib.LLAMA_DEFAULT_SEED if seed is None else seed & 0xFFFFFFFF))
+                lib.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF))
         self._samplers[key] = chain
 
     def sample(self, key: int, row: int) -> int:

@@ -33,6 +33,16 @@ class SamplingParams:
     top_p: float = 0.95
     min_p: float = 0.05
     repeat_penalty: float = 1.0
+    # OpenAI semantics: 0 = off; positive values discourage tokens already generated.
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    penalty_last_n: int = 64
+    # DRY ("don't repeat yourself"): penalises extending a sequence that already occurred; 0 = off.
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    # End the answer (finish reason "stop") when its tail is the same span repeated (see loop_period).
+    loop_guard: bool = False
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     user: str = "anonymous"
@@ -47,6 +57,10 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if self.top_k < 0:
             raise ValueError("top_k must be >= 0")
+        if not (-2 <= self.frequency_penalty <= 2 and -2 <= self.presence_penalty <= 2):
+            raise ValueError("frequency_penalty and presence_penalty must be in [-2, 2]")
+        if self.repeat_penalty <= 0 or self.dry_multiplier < 0:
+            raise ValueError("repeat_penalty must be > 0 and dry_multiplier >= 0")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in self.stop if s]
@@ -182,3 +196,22 @@ class Sequence:
             tpot=tpot,
             preemptions=self.preemptions,
         )
+
+
+def loop_period(tokens: list[int], min_period: int = 4, max_period: int = 64, repeats: int = 3) -> int:
+    """The period of a loop at the end of `tokens`, or 0.
+
+    A loop is the same span of `min_period`..`max_period` tokens repeated back to back at least
+    `repeats` times at the tail (a short phrase needs more repeats: at least 24 tokens in all, so a
+    list of short items is not mistaken for a loop). Small models stuck on a sentence produce this;
+    sampling penalties make it rare, this check makes it end.
+    """
+    n = len(tokens)
+    for period in range(min_period, min(max_period, n // repeats) + 1):
+        times = max(repeats, -(-24 // period))
+        if period * times > n:
+            continue
+        tail = tokens[n - period:]
+        if all(tokens[n - (k + 1) * period:n - k * period] == tail for k in range(1, times)):
+            return period
+    return 0

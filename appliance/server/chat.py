@@ -8,7 +8,7 @@ between two questions of the same conversation, so everything before it is serve
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
@@ -24,6 +24,16 @@ SYSTEM_PROMPT = (
 )
 NOT_COVERED = {"en": "The documents do not cover this question. The nearest sources are listed below.",
                "zh": "文档中没有涉及这个问题。下面列出了最接近的来源。"}
+
+
+# Small models answering from excerpts tend to loop on one sentence. DRY penalises extending a
+# span that already occurred in the answer; the loop guard ends an answer that loops anyway.
+RAG_DRY_MULTIPLIER = 0.8
+
+
+def rag_sampling(params: SamplingParams) -> SamplingParams:
+    """`params` with the RAG answers' anti-repetition defaults (DRY on, loop guard on)."""
+    return replace(params, dry_multiplier=params.dry_multiplier or RAG_DRY_MULTIPLIER, loop_guard=True)
 
 
 @dataclass
@@ -89,6 +99,10 @@ class ChatService:
             if not history or len(self.backend.tokenize_messages(messages)) <= self.cfg.context_tokens:
                 return messages
             history = history[2:] if len(history) > 1 else []
+
+    def answer_params(self, user: str, max_tokens: int = 512, temperature: float = 0.3) -> SamplingParams:
+        """Sampling for answers in the UI and the terminal."""
+        return rag_sampling(SamplingParams(max_tokens=max_tokens, temperature=temperature, user=user))
 
     def submit(self, prepared: Prepared, params: SamplingParams) -> Request | None:
         """Start generation; None when the answer is the fixed not-covered text."""

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from appliance.engine.errors import EngineOverloaded, EngineStopped, PromptTooLong
 from appliance.server import wire
 from appliance.server.auth import User
-from appliance.server.chat import Prepared
+from appliance.server.chat import Prepared, rag_sampling
 from appliance.server.deps import current_user, services
 from appliance.server.services import Services
 
@@ -60,6 +60,8 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         raise wire.ApiError(404, f"model {body.model!r} does not exist; see /v1/models", "model_not_found")
     try:
         params = body.params(user.name)
+        if body.model == RAG_MODEL:  # the RAG model's own anti-repetition defaults (README: The API)
+            params = rag_sampling(params)
         prepared = await asyncio.to_thread(svc.chat.prepare, body.plain_messages(), body.model == RAG_MODEL)
         req = svc.chat.submit(prepared, params)
     except EngineOverloaded as e:

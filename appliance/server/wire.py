@@ -48,6 +48,8 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float = Field(0.7, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
@@ -56,7 +58,8 @@ class ChatRequest(BaseModel):
     def params(self, user: str) -> SamplingParams:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return SamplingParams(max_tokens=self.max_completion_tokens or self.max_tokens, temperature=self.temperature,
-                              top_p=self.top_p, seed=self.seed, stop=stop, user=user)
+                              top_p=self.top_p, seed=self.seed, stop=stop, user=user,
+                              frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty)
 
     def plain_messages(self) -> list[dict]:
         return [{"role": m.role, "content": m.text()} for m in self.messages]
