@@ -12,7 +12,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from appliance.engine.sequence import SamplingParams  # noqa: E402
+from appliance.engine.errors import EngineOverloaded  # noqa: E402
 from appliance.server.services import Services  # noqa: E402
 from knowledge.errors import KnowledgeError  # noqa: E402
 from ui.admin import build_admin_tab  # noqa: E402
@@ -46,6 +46,7 @@ def build_ui(svc: Services) -> gr.Blocks:
                         box = gr.Textbox(placeholder="Ask a question about your documents…", show_label=False,
                                          scale=5, elem_id="question")
                         send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                        stop = gr.Button("Stop", variant="secondary", scale=0, elem_id="stop")
                 with gr.Column(scale=2, min_width=260):
                     sources = gr.HTML("<p>Sources appear here.</p>", label="Sources", elem_id="sources")
 
@@ -61,17 +62,27 @@ def build_ui(svc: Services) -> gr.Blocks:
             html = render_sources(prepared.citations, prepared.covered)
             answer = ""
             yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""
-            for delta in svc.chat.stream(prepared, SamplingParams(max_tokens=512, temperature=0.3, user=user)):
-                answer += delta
-                # A new list each time: Gradio streams the difference from the previous value.
-                yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""
+            try:
+                # Closing the tab or pressing Stop closes this generator; the stream's `finally`
+                # then cancels the request in the engine and frees its KV cells.
+                for delta in svc.chat.stream(prepared, svc.chat.answer_params(user)):
+                    answer += delta
+                    # A new list each time: Gradio streams the difference from the previous value.
+                    yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""
+            except EngineOverloaded as e:
+                raise gr.Error(f"The server is busy answering other questions. Please try again in "
+                               f"{int(e.retry_after + 0.999)} s.", title="Busy") from None
             final = [*messages, {"role": "assistant", "content": answer}]
             cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": answer,
                                                            "citations": prepared.citations}])
             yield final, html, cid, _conv_choices(svc, user, cid), ""
 
-        for trigger in (send.click, box.submit):
-            trigger(ask, [box, chat, conv_id], [chat, sources, conv_id, convs, box])
+        # Every browser user's question reaches the engine at once (it batches them and answers
+        # 503-style when full); Gradio's default would serve one event at a time.
+        limit = svc.settings.engine.n_seq_max + svc.settings.engine.max_queue
+        asks = [trigger(ask, [box, chat, conv_id], [chat, sources, conv_id, convs, box],
+                        concurrency_limit=limit, concurrency_id="ask") for trigger in (send.click, box.submit)]
+        stop.click(None, None, None, cancels=asks)
 
         def load_conv(choice: str | None, request: gr.Request):
             if not choice:
@@ -171,5 +182,9 @@ def mount_ui(app, svc: Services) -> None:
         except Exception:  # noqa: BLE001 - wrong password and lockout both mean "no"
             return False
 
-    gr.mount_gradio_app(app, build_ui(svc), path="", auth=check, ssr_mode=False, theme=THEME,
+    demo = build_ui(svc)
+    # The queue holds what the engine can run plus what it would queue; beyond that Gradio refuses.
+    demo.queue(max_size=svc.settings.engine.n_seq_max + svc.settings.engine.max_queue)
+    max_bytes = int(svc.settings.knowledge.max_file_mb * 2**20)  # refused before anything is written
+    gr.mount_gradio_app(app, demo, path="", max_file_size=max_bytes, auth=check, ssr_mode=False, theme=THEME,
                         footer_links=[], auth_message="Knowledge appliance: log in with your account.")

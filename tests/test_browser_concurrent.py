@@ -1,0 +1,78 @@
+"""Several people chat in the browser at once and the engine batches them (Chromium, Playwright).
+
+Gradio serves one event at a time unless told otherwise; this checks that six logged-in users'
+questions reach the engine together (the running gauge reaches 4, the engine's slots) and that
+every one of them gets an answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from .server_helpers import start_server
+from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
+
+USERS = 6
+QUESTIONS = ["What colour badge must visitors wear?", "How often are passwords rotated?",
+             "Who approves remote access?", "What is the backup schedule?",
+             "默认情况下服务监听哪个端口？", "How do I report a security incident?"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = start_server(tmp_path_factory.mktemp("ui-many"))
+    for i in range(USERS):
+        s.cli("users", "add", f"user{i}", "--password-stdin", stdin=f"password-{i}\n").check_returncode()
+    yield s
+    s.stop()
+
+
+def _running(server) -> float:
+    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("appliance_running "))
+
+
+def test_six_browser_users_are_batched_together(server):
+    from playwright.sync_api import sync_playwright
+
+    peak = {"running": 0.0}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak["running"] = max(peak["running"], _running(server))
+            time.sleep(0.2)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pages = []
+        for i in range(USERS):
+            page = browser.new_context().new_page()
+            page.goto(server.url + "/")
+            page.fill("input[type=text]", f"user{i}")
+            page.fill("input[type=password]", f"password-{i}")
+            page.click("button:has-text('Login')")
+            page.wait_for_selector("#question textarea", timeout=60_000)
+            page.fill("#question textarea", QUESTIONS[i])
+            pages.append(page)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        for page in pages:  # as close to "at once" as one driver thread gets
+            page.click("#ask")
+        for page in pages:
+            page.wait_for_function(
+                "() => { const b = document.querySelectorAll('#chatbot .message'); "
+                "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }", timeout=300_000)
+            # The answer is complete when the conversation list shows it (saved at the end).
+            page.wait_for_selector("#conversations label", timeout=300_000)
+        done.set()
+        watcher.join()
+        answers = [page.inner_text("#chatbot") for page in pages]
+        browser.close()
+    assert peak["running"] >= 4, f"browser questions were not batched: peak running {peak['running']}"
+    assert all(len(a.strip()) > 0 for a in answers)
+    assert _running(server) == 0
