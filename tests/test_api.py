@@ -13,7 +13,8 @@ from .server_helpers import start_server
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = start_server(tmp_path_factory.mktemp("srv"))
+    # A 1 MB upload limit so the size check can be shown without a large file.
+    s = start_server(tmp_path_factory.mktemp("srv"), env={"APPLIANCE_KNOWLEDGE__MAX_FILE_MB": "1"})
     yield s
     s.stop()
 
@@ -161,3 +162,45 @@ def test_overload_gives_503_with_retry_after(tmp_path):
         assert json.loads(busy.text)["error"]["code"] == "server_busy"
     finally:
         s.stop()
+
+
+def _user_key(server, name: str) -> str:
+    server.cli("users", "add", name, "--password-stdin", stdin="a-long-password\n").check_returncode()
+    return server.cli("users", "key", "create", name).stdout.strip()
+
+
+def test_documents_api_upload_search_remove(server, client, tmp_path):
+    admin = {"Authorization": f"Bearer {server.key}"}
+    doc = "# Parking\n\nThe visitor car park is on level minus two, bay numbers 400 to 480.\n"
+    r = httpx.post(server.url + "/v1/documents", headers=admin, timeout=120,
+                   files=[("files", ("../../parking notes.md", doc.encode(), "text/markdown"))])
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"]["new"] == 1
+    listed = httpx.get(server.url + "/v1/documents", headers=admin).json()["data"]
+    entry = next(d for d in listed if d["source"] == "parking notes.md")  # a plain name: no traversal
+    assert entry["status"] == "done" and entry["chunks"] >= 1
+    answer = client.chat.completions.create(model="appliance-rag", max_tokens=40, temperature=0,
+                                            messages=[{"role": "user", "content": "Where is the visitor car park?"}])
+    assert any(c["source"] == "parking notes.md" for c in answer.model_extra["citations"])
+    gone = httpx.delete(server.url + "/v1/documents/parking notes.md", headers=admin)
+    assert gone.status_code == 200 and gone.json()["removed"][0]["source"] == "parking notes.md"
+    assert not (server.data / "uploads" / "parking notes.md").exists()  # re-index cannot bring it back
+    assert httpx.delete(server.url + "/v1/documents/parking notes.md", headers=admin).status_code == 404
+
+
+def test_documents_api_roles(server):
+    user = {"Authorization": f"Bearer {_user_key(server, 'docreader')}"}
+    assert httpx.get(server.url + "/v1/documents", headers=user).status_code == 200
+    small = [("files", ("a.md", b"# A\n\ntext\n", "text/markdown"))]
+    assert httpx.post(server.url + "/v1/documents", headers=user, files=small).status_code == 403
+    assert httpx.delete(server.url + "/v1/documents/en/security-policy.pdf", headers=user).status_code == 403
+    assert httpx.post(server.url + "/v1/documents/reindex", headers=user).status_code == 403
+    assert httpx.get(server.url + "/v1/documents").status_code == 401
+
+
+def test_documents_api_refuses_an_oversized_upload(server):
+    admin = {"Authorization": f"Bearer {server.key}"}
+    big = [("files", ("big.txt", b"x" * (1_500_000), "text/plain"))]
+    r = httpx.post(server.url + "/v1/documents", headers=admin, files=big)
+    assert r.status_code == 413 and "size limit" in r.json()["error"]["message"]
+    assert not (server.data / "uploads" / "big.txt").exists()

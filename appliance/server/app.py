@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from appliance.config import Settings
-from appliance.server import openai_api, prometheus, wire
+from appliance.server import documents_api, openai_api, prometheus, wire
 from appliance.server.auth import User
 from appliance.server.deps import admin_user, current_user, services
 from appliance.server.services import Services
@@ -26,6 +26,7 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
     app = FastAPI(title="appliance", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = svc
     app.include_router(openai_api.router)
+    app.include_router(documents_api.router)
     _add_error_handlers(app)
     _add_access_log(app)
 

@@ -1,0 +1,82 @@
+"""`/v1/documents`: list, upload, remove and re-index over HTTP, through the documents service.
+
+Reads are for any user with a key; uploads follow `upload_requires_admin`; remove and re-index are
+for administrators. Ingest work runs in a thread so the event loop keeps serving chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, UploadFile
+
+from appliance.server import wire
+from appliance.server.auth import User
+from appliance.server.deps import admin_user, current_user, services
+from appliance.server.services import Services
+from knowledge.errors import KnowledgeError
+from knowledge.manifest import FileRecord
+from knowledge.report import IngestReport
+
+router = APIRouter(prefix="/v1/documents")
+_CHUNK = 1 << 20
+
+
+def _record(r: FileRecord) -> dict:
+    return {"source": r.source, "root": r.root, "kind": r.kind, "status": r.status,
+            "chunks": len(r.chunk_ids), "error": r.error, "size": r.size}
+
+
+def _report(r: IngestReport) -> dict:
+    return {"root": r.root, "chunks": r.chunks, "seconds": round(r.timings["total"], 3),
+            "counts": {s: r.count(s) for s in ("new", "changed", "unchanged", "removed", "failed", "skipped")},
+            "problems": [{"source": p.source, "status": p.status, "reason": p.reason} for p in r.problems]}
+
+
+@router.get("")
+def list_documents(user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
+    return {"object": "list", "data": [_record(r) for r in svc.documents.list()],
+            "stats": svc.documents.stats()}
+
+
+@router.post("")
+async def upload_documents(files: list[UploadFile], user: User = Depends(current_user),
+                           svc: Services = Depends(services)) -> dict:
+    if svc.settings.upload_requires_admin and not user.is_admin:
+        raise wire.ApiError(403, "uploads are for administrators (upload_requires_admin)", "forbidden",
+                            "permission_error")
+    limit = int(svc.settings.knowledge.max_file_mb * 2**20)
+    with tempfile.TemporaryDirectory(prefix="appliance-upload-") as tmp:
+        saved = [(f.filename or "upload", await _save(f, Path(tmp) / str(i), limit)) for i, f in enumerate(files)]
+        report = await asyncio.to_thread(svc.documents.upload, saved)
+    return _report(report)
+
+
+async def _save(upload: UploadFile, target: Path, limit: int) -> Path:
+    """Copy an upload to `target`, refusing it as soon as it passes the size limit."""
+    written = 0
+    with target.open("wb") as out:
+        while chunk := await upload.read(_CHUNK):
+            written += len(chunk)
+            if written > limit:
+                raise wire.ApiError(413, f"{upload.filename}: over the size limit ({limit // 2**20} MB)",
+                                    "file_too_large")
+            out.write(chunk)
+    return target
+
+
+@router.delete("/{source:path}")
+async def remove_document(source: str, user: User = Depends(admin_user), svc: Services = Depends(services)) -> dict:
+    try:
+        removed = await asyncio.to_thread(svc.documents.remove, source)
+    except KnowledgeError as e:
+        raise wire.ApiError(404, str(e), "not_found") from None
+    return {"removed": [_record(r) for r in removed]}
+
+
+@router.post("/reindex")
+async def reindex(user: User = Depends(admin_user), svc: Services = Depends(services)) -> dict:
+    reports = await asyncio.to_thread(svc.documents.reindex)
+    return {"reports": [_report(r) for r in reports]}
