@@ -20,6 +20,9 @@ from appliance.engine.sequence import BatchItem, SamplingParams
 
 # llama.cpp's default DRY sequence breakers: a repeat that crosses one of these is not penalised.
 _DRY_BREAKER_TEXT = ("\n", ":", "\"", "*")
+# Tokens DRY looks back over. Not -1 ("the context size"): this C API has no context-size argument,
+# so -1 silently means a window of 0 and DRY does nothing (tests/test_repetition.py shows it).
+_DRY_WINDOW = 1024
 _DRY_BREAKERS = (ctypes.c_char_p * len(_DRY_BREAKER_TEXT))(*(b.encode() for b in _DRY_BREAKER_TEXT))
 
 _INIT_LOCK = threading.Lock()
@@ -298,7 +301,7 @@ class LlamaRunner:
                 self.n_vocab, p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
         if p.dry_multiplier > 0:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dry(
-                self._vocab, p.dry_multiplier, p.dry_base, p.dry_allowed_length, -1,
+                self._vocab, p.dry_multiplier, p.dry_base, p.dry_allowed_length, _DRY_WINDOW,
                 _DRY_BREAKERS, len(_DRY_BREAKER_TEXT)))
         if p.temperature <= 0:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
