@@ -13,32 +13,45 @@ from knowledge.retrieve import Retriever
 KS = (1, 5, 10)
 
 
-def _norm(text: str) -> str:
+def normalise(text: str) -> str:
+    """Whitespace folded, lower case: how expected strings are matched in chunks and answers."""
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
+def answerable(item: dict) -> bool:
+    return item.get("answerable", True) is not False
+
+
 def load_qa(path: Path) -> list[dict]:
-    """Lines of {"question", "answer_contains": [...], "source", "lang"?}."""
+    """Lines of {"question", "answer_contains": [...], "source", "lang"?, "answerable"?}.
+
+    Unanswerable questions (`"answerable": false`) need only the question; they measure the
+    "not covered" gate and are left out of retrieval recall.
+    """
     items = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-            assert isinstance(item["question"], str) and isinstance(item["answer_contains"], list)
-            assert isinstance(item["source"], str)
-        except (json.JSONDecodeError, KeyError, AssertionError, TypeError):
-            raise KnowledgeError(f"{path}:{n}: need question, answer_contains (list) and source") from None
+            if not isinstance(item["question"], str):
+                raise TypeError
+            if answerable(item) and not (isinstance(item["answer_contains"], list)
+                                         and isinstance(item["source"], str)):
+                raise TypeError
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise KnowledgeError(f"{path}:{n}: need question, answer_contains (list) and source "
+                                 "(or \"answerable\": false)") from None
         items.append(item)
     return items
 
 
 def first_hit_rank(hits, item: dict) -> int | None:
     """1-based rank of the first chunk from the expected source containing an expected string."""
-    wanted = [_norm(s) for s in item["answer_contains"]]
+    wanted = [normalise(s) for s in item["answer_contains"]]
     source = item["source"].strip("/")
     for rank, h in enumerate(hits, start=1):
-        if h.source == source and any(w in _norm(h.text) for w in wanted):
+        if h.source == source and any(w in normalise(h.text) for w in wanted):
             return rank
     return None
 
@@ -47,7 +60,7 @@ def evaluate(retriever: Retriever, items: list[dict]) -> dict:
     """The metrics dict printed by `appliance eval retrieval --json`."""
     groups: dict[str, list[int | None]] = defaultdict(list)
     everything: list[int | None] = []
-    for item in items:
+    for item in filter(answerable, items):
         rank = first_hit_rank(retriever.search(item["question"], k=max(KS)), item)
         everything.append(rank)
         if item.get("lang"):

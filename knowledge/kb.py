@@ -20,7 +20,7 @@ class KBConfig:
     max_file_mb: float = 50.0
     embed_batch: int = 64
     candidates: int = 40
-    cjk_dense_weight: float = 0.3
+    cjk_dense_weight: float = 0.1
     rerank_model: str = ""
 
 

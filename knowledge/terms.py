@@ -1,41 +1,53 @@
-"""Terms for the lexical (BM25) index: stemmed English words, and CJK character bigrams.
+"""Terms for the lexical (BM25) index and the relevance gate: Snowball-stemmed English words and
+jieba-segmented Chinese words.
 
-Why bigrams: Chinese has no spaces, and the embedded embedding model is English-only, so for
-Chinese questions lexical matching carries the recall. Overlapping character bigrams need no
-dictionary and match most two-character words; single characters are kept for one-character runs.
+Why segmentation: Chinese has no spaces, and the embedded embedding model is English-only, so for
+Chinese questions lexical matching carries the recall and decides "not covered". Character bigrams
+made half of a question's terms non-words (认情, 况下, 下服…) and sank the overlap of questions the
+documents do answer; jieba's search mode gives words plus their shorter sub-words instead.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import unicodedata
+from functools import lru_cache
 
-_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_CJK_CHARS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_WORD = re.compile(rf"[a-z0-9]+(?:['’][a-z]+)?|[{_CJK_CHARS}]+")
+_CJK = re.compile(rf"[{_CJK_CHARS}]")
 STOPWORDS = frozenset("""
 a an and are as at be been but by can could did do does doing for from had has have how i if in into is it
 its me my no not of on or our please should so than that the their them then there these they this those to
 us was we were what when where which who why will with would you your yours am any about tell want need
 """.split())
-# Chinese particles that carry no topic (kept short: removing a character also joins its
-# neighbours into a bigram, the same way in documents and questions).
-CJK_STOP = frozenset("的了吗呢吧啊")
+# Chinese words that carry no topic: particles, pronouns, question words ("which", "how", "what").
+CJK_STOP = frozenset("""
+的 了 吗 呢 吧 啊 是 在 和 与 或 及 把 被 就 都 也 还 又 而 但 我 你 他 她 它 我们 你们 他们 这 那 这个 那个
+哪 哪个 哪些 哪里 什么 怎么 怎样 怎么样 如何 为什么 多少 几 吗 呢 请 请问 一下 可以 能 会 要 应该 需要
+""".split())
 # Bump when `terms()` changes: the lexical index is then rebuilt from the stored chunk texts.
-TERMS_VERSION = "suffix-bigram-1"
-_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+TERMS_VERSION = "jieba-snowball-1"
+_jieba_lock = threading.Lock()
 
 
-def stem(word: str) -> str:
-    """A light suffix stripper: enough to match 'rotating' with 'rotate', 'certificates' with 'certificate'."""
-    if len(word) <= 4 or word.isdigit():
-        return word
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)]
-            if suffix in ("ies", "ied"):
-                base += "y"
-            return base.rstrip("e") if len(base) > 4 else base
-    return word.rstrip("e") if len(word) > 5 else word
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer  # PyStemmer: the Snowball stemmers in C
+
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # it announces building its prefix dictionary on stderr
+    with _jieba_lock:
+        jieba.initialize()
+    return jieba
 
 
 def is_cjk_text(text: str, threshold: float = 0.3) -> bool:
@@ -46,18 +58,18 @@ def is_cjk_text(text: str, threshold: float = 0.3) -> bool:
     return sum(1 for ch in letters if _CJK.match(ch)) / len(letters) >= threshold
 
 
+def cjk_words(run: str) -> list[str]:
+    """Words of a run of CJK text (jieba search mode: words and their sub-words), stop words left out."""
+    return [w for w in _jieba().cut_for_search(run) if w.strip() and w not in CJK_STOP]
+
+
 def terms(text: str) -> list[str]:
     """Index/query terms of `text`, in order (duplicates kept: BM25 counts them)."""
     text = unicodedata.normalize("NFKC", text).lower()
     out: list[str] = []
     for token in _WORD.findall(text):
         if _CJK.match(token):
-            chars = [c for c in token if c not in CJK_STOP] if len(token) > 2 else list(token)
-            run = "".join(chars) or token
-            if len(run) == 1:
-                out.append(run)
-            else:
-                out.extend(run[i:i + 2] for i in range(len(run) - 1))
+            out.extend(cjk_words(token))
         elif token not in STOPWORDS:
-            out.append(stem(token.replace("’", "'").split("'")[0]))
+            out.append(_stemmer().stemWord(token.replace("’", "'").split("'")[0]))
     return out

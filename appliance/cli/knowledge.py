@@ -16,7 +16,7 @@ from knowledge.report import FileResult, IngestReport
 from knowledge.report import Progress as IngestProgress
 
 docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
-eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality.")
+eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval and answer quality.")
 
 
 def register(app: typer.Typer) -> None:
@@ -162,3 +162,37 @@ def eval_retrieval(qa: Annotated[Path, typer.Argument(help="JSONL of {question, 
     for name, m in [("all", result), *result["by_lang"].items()]:
         table.add_row(name, str(m["n"]), *(f"{m[key]:.3f}" for key in ("recall@1", "recall@5", "recall@10", "mrr")))
     console.print(table)
+
+
+@eval_app.command("answers")
+def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, answer_contains, source, lang, "
+                                                        "answerable?}.")],
+                 limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
+                 max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 256,
+                 as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+    """Run the whole chat (retrieval, prompt, model) per question: answered, declined, cited, correct, loops."""
+    from appliance.engine.engine import Engine
+    from appliance.server.answer_eval import evaluate_answers
+    from appliance.server.services import chat_service, open_kb
+    from knowledge.evaluate import load_qa
+    from knowledge.retrieve import Retriever
+
+    settings = load_cli_settings(config)
+    items = load_qa(qa)[:limit]
+    with Engine.from_config(settings) as engine, \
+            Progress(TextColumn("questions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                     console=err_console, transient=True) as bar:
+        task = bar.add_task("answers", total=len(items))
+        result = evaluate_answers(chat_service(settings, engine, Retriever(open_kb(settings))), items,
+                                  max_tokens, progress=lambda: bar.advance(task))
+    if as_json:
+        print(json.dumps({k: v for k, v in result.items() if k != "rows"}, ensure_ascii=False))
+        return
+    keys = ("answered", "declined_ok", "cited_source", "contains_answer", "degenerate", "mean_answer_tokens",
+            "mean_answer_seconds")
+    table = Table("set", "answerable", "unanswerable", *keys, title=f"answers ({result['seconds']} s)")
+    for name, m in [("all", result), *result["by_lang"].items()]:
+        table.add_row(name, str(m["n_answerable"]), str(m["n_unanswerable"]),
+                      *("-" if m[k] is None else str(m[k]) for k in keys))
+    console.print(table)
+

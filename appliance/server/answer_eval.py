@@ -1,0 +1,88 @@
+"""`appliance eval answers`: the whole chat service (retrieval, prompt, the loaded model) on a QA file.
+
+Per language it reports how often answerable questions are answered, cite the expected source and
+contain an expected string; how often unanswerable ones get "not covered"; and how many answers
+are degenerate (loops). Questions are submitted together, so the engine batches them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+
+from appliance.server.chat import ChatService
+from knowledge.evaluate import answerable, normalise
+from knowledge.terms import is_cjk_text
+
+DEGENERATE_RATIO = 0.3  # distinct 4-grams / all 4-grams below this = the answer loops
+_MIN_GRAMS = 12         # shorter answers are too short to judge
+
+
+def distinct_4gram_ratio(text: str) -> float | None:
+    """Share of distinct 4-grams among all 4-grams (words; characters for Chinese), or None if short."""
+    units = [c for c in text if not c.isspace()] if is_cjk_text(text) else text.lower().split()
+    grams = [tuple(units[i:i + 4]) for i in range(len(units) - 3)]
+    return len(set(grams)) / len(grams) if len(grams) >= _MIN_GRAMS else None
+
+
+def is_degenerate(text: str) -> bool:
+    ratio = distinct_4gram_ratio(text)
+    return ratio is not None and ratio < DEGENERATE_RATIO
+
+
+def evaluate_answers(chat: ChatService, items: list[dict], max_tokens: int = 256,
+                     progress: Callable[[], None] | None = None, window: int = 8) -> dict:
+    """The metrics dict printed by `appliance eval answers --json` (plus per-question rows)."""
+    t0 = time.perf_counter()
+    rows: list[dict] = []
+    in_flight: deque = deque()
+    for n, item in enumerate(items):
+        prepared = chat.prepare([{"role": "user", "content": item["question"]}])
+        # The product's sampling, with a fixed seed per question so two runs compare like for like.
+        params = chat.answer_params("eval", max_tokens=max_tokens, seed=n)
+        in_flight.append((item, prepared, chat.submit(prepared, params)))
+        if len(in_flight) >= window:  # stay under the per-user queue cap, keep the engine batching
+            rows.append(_collect(*in_flight.popleft(), progress))
+    rows.extend(_collect(*run, progress) for run in in_flight)
+    by_lang: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_lang[row["lang"]].append(row)
+    return {"n": len(rows), "seconds": round(time.perf_counter() - t0, 2), **_summary(rows),
+            "by_lang": {lang: _summary(r) for lang, r in sorted(by_lang.items())}, "rows": rows}
+
+
+def _collect(item: dict, prepared, req, progress: Callable[[], None] | None) -> dict:
+    result = req.result(timeout=600) if req is not None else None
+    if progress:
+        progress()
+    return _row(item, prepared, result.text if result else (prepared.fixed_answer or ""), result)
+
+
+def _row(item: dict, prepared, text: str, result) -> dict:
+    sources = [c["source"] for c in prepared.citations] if prepared.covered else []
+    wanted = [normalise(s) for s in item.get("answer_contains", [])]
+    return {"question": item["question"], "lang": item.get("lang") or ("zh" if is_cjk_text(item["question"]) else "en"),
+            "answerable": answerable(item), "answered": prepared.covered,
+            "cited_source": item.get("source", "").strip("/") in sources,
+            "contains_answer": any(w in normalise(text) for w in wanted),
+            "degenerate": prepared.covered and is_degenerate(text),
+            "tokens": result.stats.generated_tokens if result else 0,
+            "seconds": round((result.stats.ttft or 0) + (result.stats.tpot or 0) * result.stats.generated_tokens, 3)
+            if result else 0.0, "answer": text}
+
+
+def _rate(rows: list[dict], key: str) -> float | None:
+    return round(sum(r[key] for r in rows) / len(rows), 4) if rows else None
+
+
+def _summary(rows: list[dict]) -> dict:
+    yes = [r for r in rows if r["answerable"]]
+    no = [r for r in rows if not r["answerable"]]
+    answered = [r for r in rows if r["answered"]]
+    return {"n_answerable": len(yes), "n_unanswerable": len(no), "answered": _rate(yes, "answered"),
+            "declined_ok": round(sum(not r["answered"] for r in no) / len(no), 4) if no else None,
+            "cited_source": _rate(yes, "cited_source"), "contains_answer": _rate(yes, "contains_answer"),
+            "degenerate": sum(r["degenerate"] for r in answered),
+            "mean_answer_tokens": round(sum(r["tokens"] for r in answered) / len(answered), 1) if answered else 0.0,
+            "mean_answer_seconds": round(sum(r["seconds"] for r in answered) / len(answered), 2) if answered else 0.0}

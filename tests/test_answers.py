@@ -1,0 +1,91 @@
+"""Chinese terms and the relevance gate, and `appliance eval answers` on the real embedded model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from appliance.server.answer_eval import distinct_4gram_ratio, is_degenerate
+from appliance.server.chat import ChatService, RagSettings
+from knowledge.evaluate import load_qa
+from knowledge.ingest import ingest
+from knowledge.retrieve import Retriever
+from knowledge.terms import terms
+
+from .conftest import ROOT, venv_python
+from .kb_helpers import open_kb
+
+README_ZH = "默认情况下服务监听哪个端口？"
+PORT_SENTENCE = "用 appliance serve 命令启动服务。默认只监听本机地址 127.0.0.1 的 8000 端口。"
+
+
+def test_jieba_terms_of_the_readme_question_match_the_guide():
+    q = set(terms(README_ZH))
+    assert {"默认", "服务", "监听", "端口"} <= q
+    assert not q & {"哪个", "认情", "况下", "下服", "务监", "听哪", "个端"}  # no question words, no non-words
+    assert len(q & set(terms(PORT_SENTENCE))) / len(q) >= 0.6
+
+
+def test_english_terms_are_snowball_stemmed():
+    assert terms("rotating certificates") == terms("rotate certificate")
+    assert "the" not in terms("the backups")
+
+
+class _NoModel:
+    """Retrieval and the gate only: the gate decides before any model is called."""
+
+    model_name = "none"
+
+    def tokenize_messages(self, messages):
+        return [0] * sum(len(m["content"]) for m in messages)
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder, sample_docs):
+    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
+    ingest(kb, sample_docs)
+    return Retriever(kb)
+
+
+def test_gate_answers_the_readme_chinese_question(retriever):
+    prepared = ChatService(_NoModel(), retriever, RagSettings(top_k=2)).prepare(
+        [{"role": "user", "content": README_ZH}])
+    assert prepared.covered and prepared.lang == "zh"
+    assert prepared.citations[0]["source"] == "zh/快速入门.md" and "8000" in prepared.citations[0]["text"]
+
+
+def test_gate_declines_an_unrelated_chinese_question(retriever):
+    prepared = ChatService(_NoModel(), retriever).prepare([{"role": "user", "content": "明天北京的天气怎么样？"}])
+    assert not prepared.covered
+
+
+def test_degenerate_answers_are_detected():
+    assert is_degenerate("the server is fine. " * 10)
+    assert not is_degenerate("Stop the server and copy the whole data directory to the backup media, then "
+                             "start it again; the model files are kept on the installation media.")
+    assert distinct_4gram_ratio("too short") is None
+
+
+def test_eval_answers_json_on_four_questions(tmp_path, sample_docs):
+    qa = [json.loads(line) for line in (ROOT / "knowledge/sample/qa.jsonl").read_text().splitlines()]
+    en = [q for q in qa if q["lang"] == "en"][:2]
+    zh = [q for q in qa if q["lang"] == "zh"][:1]
+    unanswerable = {"question": "What is the capital of Australia?", "lang": "en", "answerable": False}
+    path = tmp_path / "qa.jsonl"
+    path.write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in [*en, *zh, unanswerable]) + "\n")
+    assert len(load_qa(path)) == 4
+    env = {"APPLIANCE_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
+    run = lambda *a: subprocess.run([venv_python(), "-m", "appliance.cli", *a], capture_output=True,  # noqa: E731
+                                    text=True, env=env, cwd=tmp_path, timeout=600)
+    assert run("ingest", str(sample_docs)).returncode == 0
+    out = run("eval", "answers", str(path), "--json", "--max-tokens", "48")
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["n"] == 4 and set(result["by_lang"]) == {"en", "zh"}
+    keys = {"answered", "declined_ok", "cited_source", "contains_answer", "degenerate", "mean_answer_tokens",
+            "mean_answer_seconds"}
+    assert keys <= set(result["by_lang"]["en"]) and keys <= set(result["by_lang"]["zh"])
+    assert result["by_lang"]["en"]["declined_ok"] == 1.0  # the capital of Australia is not in the guide
+    assert result["by_lang"]["en"]["n_answerable"] == 2 and result["by_lang"]["zh"]["n_answerable"] == 1
