@@ -74,10 +74,25 @@ class KnowledgeSettings(_Section):
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped and reported.")
     embed_batch: int = Field(64, ge=1, description="Chunks per embedding batch.")
     candidates: int = Field(40, ge=5, description="Candidates taken from each of dense and lexical search.")
-    cjk_dense_weight: float = Field(0.3, ge=0, le=1, description="Weight of dense ranks for Chinese "
+    cjk_dense_weight: float = Field(0.1, ge=0, le=1, description="Weight of dense ranks for Chinese "
                                     "questions (the default embedder is English-only).")
     rerank_model: str = Field("", description="Folder of a local cross-encoder for re-ranking; empty = off.")
     sample_docs: bool = Field(True, description="Index the bundled sample guide on first start when empty.")
+
+
+class ChatSettings(_Section):
+    """How the RAG chat builds its prompt from retrieved excerpts."""
+
+    top_k: int = Field(0, ge=0, le=20, description="Excerpts per question; 0 = auto (2 for models under "
+                       "1B parameters, which lose the thread in long prompts, else 4).")
+    excerpt_chars: int = Field(0, ge=0, description="Longest excerpt in characters; 0 = auto "
+                               "(700 for models under 1B parameters, else 1200).")
+    context_tokens: int = Field(1536, ge=256, description="Prompt budget (excerpts, history, question) "
+                                "in chat-model tokens; the oldest history turns are dropped first.")
+    min_similarity: float = Field(0.3, ge=-1, le=1, description="English questions: lowest dense "
+                                  "similarity of the best excerpt before answering 'not covered'.")
+    min_overlap: float = Field(0.4, ge=0, le=1, description="Chinese questions: lowest share of the "
+                               "question's terms found in an excerpt before answering 'not covered'.")
 
 
 class Settings(_Section):
@@ -96,6 +111,7 @@ class Settings(_Section):
     upload_requires_admin: bool = Field(True, description="Only administrators may upload documents in the UI.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge base.")
+    chat: ChatSettings = Field(default_factory=ChatSettings, description="RAG prompt.")
     config_path: Path | None = Field(None, exclude=True,
                                      description="The file these settings came from (set by the loader).")
 

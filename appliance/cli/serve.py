@@ -53,14 +53,13 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 config: ConfigOpt = None) -> None:
     """Ask the knowledge base from the terminal: streamed answer, citations below."""
     from appliance.engine.engine import Engine
-    from appliance.server.chat import ChatService
-    from appliance.server.services import open_kb
+    from appliance.server.services import chat_service, open_kb
     from knowledge.retrieve import Retriever
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)
     with Engine.from_config(settings) as engine:
-        chat = ChatService(engine, Retriever(kb))
+        chat = chat_service(settings, engine, Retriever(kb))
         prepared = chat.prepare([{"role": "user", "content": question}])
         for delta in chat.stream(prepared, chat.answer_params("terminal", max_tokens=max_tokens)):
             sys.stdout.write(delta)

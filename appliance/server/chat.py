@@ -100,9 +100,10 @@ class ChatService:
                 return messages
             history = history[2:] if len(history) > 1 else []
 
-    def answer_params(self, user: str, max_tokens: int = 512, temperature: float = 0.3) -> SamplingParams:
-        """Sampling for answers in the UI and the terminal."""
-        return rag_sampling(SamplingParams(max_tokens=max_tokens, temperature=temperature, user=user))
+    def answer_params(self, user: str, max_tokens: int = 512, temperature: float = 0.3,
+                      seed: int | None = None) -> SamplingParams:
+        """Sampling for answers in the UI, the terminal and the answer eval (which fixes the seed)."""
+        return rag_sampling(SamplingParams(max_tokens=max_tokens, temperature=temperature, user=user, seed=seed))
 
     def submit(self, prepared: Prepared, params: SamplingParams) -> Request | None:
         """Start generation; None when the answer is the fixed not-covered text."""
@@ -131,8 +132,9 @@ class ChatService:
 
 
 def _question_turn(question: str, citations: list[dict], lang: str) -> dict:
+    # Best excerpt last, right before the question: small models attend most to what is nearest.
     blocks = []
-    for c in citations:
+    for c in reversed(citations):
         where = c["source"] + (f", page {c['page']}" if c["page"] else "")
         where += f", {c['heading']}" if c["heading"] else ""
         blocks.append(f"[{c['n']}] ({where})\n{c['text']}")

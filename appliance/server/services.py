@@ -10,7 +10,7 @@ from pathlib import Path
 from appliance.config import Settings
 from appliance.engine.backend import ChatBackend
 from appliance.server.auth import UserStore
-from appliance.server.chat import ChatService
+from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
 from knowledge.kb import KBConfig, KnowledgeBase
@@ -46,9 +46,19 @@ def build_services(settings: Settings, engine: ChatBackend | None = None) -> Ser
     kb = open_kb(settings)
     retriever = Retriever(kb)
     engine = engine or Engine.from_config(settings)
-    return Services(settings, engine, kb, retriever, ChatService(engine, retriever),
+    return Services(settings, engine, kb, retriever, chat_service(settings, engine, retriever),
                     UserStore(data / "users.db"), HistoryStore(data / "users.db"),
                     DocumentsService(kb, data / "uploads"))
+
+
+def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) -> ChatService:
+    """The RAG chat over `engine`, its prompt sized for the model (config `[chat]`, 0 = auto)."""
+    c = settings.chat
+    info = getattr(engine, "info", None)
+    small = info is not None and info.n_params < 1_000_000_000
+    rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if small else 1200),
+                      context_tokens=c.context_tokens, min_similarity=c.min_similarity, min_overlap=c.min_overlap)
+    return ChatService(engine, retriever, rag)
 
 
 def kb_config(settings: Settings) -> KBConfig:
