@@ -35,6 +35,8 @@ class AuthError(ApplianceError):
 class User:
     name: str
     role: str
+    # Changes when the password or the role changes: sessions opened before that must end.
+    stamp: str = ""
 
     @property
     def is_admin(self) -> bool:
@@ -55,6 +57,10 @@ def verify_password(password: str, stored: str) -> bool:
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(got.hex(), digest)
+
+
+def _stamp(role: str, pw_hash: str) -> str:
+    return hashlib.sha256(f"{role}:{pw_hash}".encode()).hexdigest()[:16]
 
 
 def _key_hash(key: str) -> str:
@@ -107,8 +113,8 @@ class UserStore:
         return [(User(n, r), k) for n, r, k in rows]
 
     def get(self, name: str) -> User | None:
-        row = self._conn.execute("SELECT name, role FROM users WHERE name = ?", (name,)).fetchone()
-        return User(*row) if row else None
+        row = self._conn.execute("SELECT name, role, pw_hash FROM users WHERE name = ?", (name,)).fetchone()
+        return User(row[0], row[1], _stamp(row[1], row[2])) if row else None
 
     def count(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
@@ -125,7 +131,7 @@ class UserStore:
             self._failures[name] = (count + 1, time.monotonic())
             raise AuthError("wrong user name or password")
         self._failures.pop(name, None)
-        return User(name, row[0])
+        return User(name, row[0], _stamp(row[0], row[1]))
 
     # -- API keys ------------------------------------------------------------------------
     def create_key(self, name: str) -> str:
