@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 from html import escape
+from urllib.parse import quote
+
+import gradio as gr
 
 from knowledge.report import IngestReport
+from ui.i18n import say
 
 
-def render_sources(citations: list[dict], covered: bool) -> str:
+def source_url(source: str, page: int | None = None) -> str:
+    """The route that serves an indexed file to logged-in users (PDFs open at the cited page)."""
+    return f"/documents/{quote(source)}" + (f"#page={page}" if page else "")
+
+
+def render_sources(citations: list[dict], covered: bool, request: gr.Request | None = None) -> str:
+    """The sources panel: each citation with its passage highlighted and a link to the file."""
     if not citations:
-        return "<p>No sources.</p>"
-    head = "" if covered else "<p><b>Not covered by the documents.</b> Nearest sources:</p>"
+        return f"<p>{escape(say(request, 'no_sources'))}</p>"
+    head = "" if covered else f"<p><b>{escape(say(request, 'not_covered_head'))}</b></p>"
     items = []
     for c in citations:
-        where = escape(c["source"]) + (f", page {c['page']}" if c.get("page") else "")
+        where = escape(c["source"]) + (", " + escape(say(request, "page_n", n=c["page"])) if c.get("page") else "")
         heading = f"<br><i>{escape(c['heading'])}</i>" if c.get("heading") else ""
+        link = (f"<a class='open-source' href='{escape(source_url(c['source'], c.get('page')))}' target='_blank' "
+                f"rel='noopener'>{escape(say(request, 'open_source'))}</a>")
+        passage = escape(c.get("text") or c.get("snippet", ""))
         items.append(f"<details class='citation'><summary>[{c['n']}] {where}</summary>{heading}"
-                     f"<blockquote>{escape(c.get('text') or c.get('snippet', ''))}</blockquote></details>")
+                     f"<blockquote><mark>{passage}</mark></blockquote>{link}</details>")
     return head + "".join(items)
 
 
