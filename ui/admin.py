@@ -9,21 +9,20 @@ import gradio as gr
 import pandas as pd
 
 from appliance.server.services import Services
+from ui.i18n import say, t
+from ui.session import SessionGuard
 
 _WINDOW = 300  # samples kept (10 minutes at one per 2 s)
 
 
-def build_admin_tab(svc: Services) -> None:
+def build_admin_tab(svc: Services, guard: SessionGuard) -> None:
     samples: deque = deque(maxlen=_WINDOW)
     last = {"tokens": 0, "t": time.monotonic()}
-
-    def is_admin(request: gr.Request) -> bool:
-        user = svc.users.get(request.username or "")
-        return bool(user and user.is_admin)
+    is_admin = guard.is_admin
 
     def sample(request: gr.Request):
         if not is_admin(request):
-            return [gr.update()] * 4 + ["Administrators only."]
+            return [gr.update()] * 4 + [say(request, "admins_only")]
         snap, now = svc.engine.snapshot(), time.monotonic()
         rate = (snap["generated_tokens"] - last["tokens"]) / max(1e-3, now - last["t"])
         last.update(tokens=snap["generated_tokens"], t=now)
@@ -39,24 +38,24 @@ def build_admin_tab(svc: Services) -> None:
         return (long(["ttft_p50_s", "tpot_p50_s"]), long(["tokens_per_s"]), long(["running", "waiting"]),
                 long(["kv_used", "kv_cached", "kv_free"]), status)
 
-    with gr.Tab("Admin"):
+    with gr.Tab(t("tab_admin")):
         status = gr.Markdown()
         with gr.Row():
-            lat = gr.LinePlot(x="time", y="value", color="series", title="Latency (s)")
-            thr = gr.LinePlot(x="time", y="value", color="series", title="Throughput (tokens/s)")
+            lat = gr.LinePlot(x="time", y="value", color="series", title=t("latency"))
+            thr = gr.LinePlot(x="time", y="value", color="series", title=t("throughput"))
         with gr.Row():
-            load = gr.LinePlot(x="time", y="value", color="series", title="Requests")
-            kv = gr.LinePlot(x="time", y="value", color="series", title="KV cells")
+            load = gr.LinePlot(x="time", y="value", color="series", title=t("requests"))
+            kv = gr.LinePlot(x="time", y="value", color="series", title=t("kv_cells"))
         gr.Timer(2.0).tick(sample, None, [lat, thr, load, kv, status])
-        users = gr.Dataframe(headers=["user", "role", "active keys"], interactive=False, label="Users")
+        users = gr.Dataframe(headers=["user", "role", "active keys"], interactive=False, label=t("users"))
         with gr.Row():
-            name = gr.Textbox(label="User")
-            password = gr.Textbox(label="Password (new users)", type="password")
-            admin = gr.Checkbox(label="Administrator")
+            name = gr.Textbox(label=t("user"))
+            password = gr.Textbox(label=t("new_password"), type="password")
+            admin = gr.Checkbox(label=t("administrator"))
         with gr.Row():
-            add = gr.Button("Add user")
-            key = gr.Button("Create API key")
-            revoke = gr.Button("Revoke user's keys", variant="stop")
+            add = gr.Button(t("add_user"))
+            key = gr.Button(t("create_key"))
+            revoke = gr.Button(t("revoke_keys"), variant="stop")
         out = gr.Markdown()
 
         def table(request: gr.Request):
@@ -67,7 +66,7 @@ def build_admin_tab(svc: Services) -> None:
         def guarded(fn):
             def run(n: str, p: str, a: bool, request: gr.Request):
                 if not is_admin(request):
-                    return "Administrators only.", []
+                    return say(request, "admins_only"), []
                 try:
                     return fn(n.strip(), p, a), table(request)
                 except Exception as e:  # noqa: BLE001 - shown to the admin

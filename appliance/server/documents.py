@@ -6,6 +6,7 @@ so the UI, an upload and the API never write the manifest and the vector store t
 
 from __future__ import annotations
 
+import filecmp
 import re
 import shutil
 import threading
@@ -102,10 +103,16 @@ class DocumentsService:
         return [self.ingest(Path(root), progress) for root in roots if Path(root).is_dir()]
 
     def upload(self, files: Iterable[tuple[str, Path]], progress: Progress | None = None) -> IngestReport:
-        """Copy (name, temp path) pairs into the uploads folder under safe names, then index it."""
+        """Copy (name, temp path) pairs into the uploads folder under safe names, then index it.
+
+        A name already taken by different content gets a version suffix (`report (2).pdf`), never a
+        silent overwrite; the same content again is left as it is.
+        """
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
         for name, tmp in files:
-            shutil.copyfile(tmp, self.uploads_dir / safe_name(name))
+            target = _free_name(self.uploads_dir / safe_name(name), Path(tmp))
+            if target is not None:
+                shutil.copyfile(tmp, target)
         return self.ingest(self.uploads_dir, progress)
 
 
@@ -113,3 +120,15 @@ def safe_name(name: str) -> str:
     """A plain file name: no folders, no leading dots, no characters outside words and `.- `."""
     base = _SAFE_NAME.sub("_", Path(name).name).lstrip(". ")
     return base or "upload"
+
+
+def _free_name(target: Path, content: Path) -> Path | None:
+    """`target`, or the first free `name (N).ext` beside it; None when an identical file is there."""
+    candidate, n = target, 1
+    while candidate.exists():
+        if filecmp.cmp(candidate, content, shallow=False):
+            return None
+        n += 1
+        candidate = target.with_name(f"{target.stem} ({n}){target.suffix}")
+    return candidate
+

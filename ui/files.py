@@ -1,0 +1,46 @@
+"""`GET /documents/{source}`: the original file behind a citation, for logged-in users.
+
+Only files the index knows are served, looked up by their source path as cited; the client never
+names a path on disk. Browser sessions (Gradio's cookie) and API keys are both accepted.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse
+
+from appliance.server.services import Services
+from ui.session import SessionGuard
+
+
+def add_document_route(app: FastAPI, svc: Services, guard: SessionGuard) -> None:
+    """Register the route (before Gradio is mounted at '/', which would catch it otherwise)."""
+
+    @app.get("/documents/{source:path}", include_in_schema=False)
+    def document(source: str, request: Request) -> FileResponse:
+        if not _allowed(request, svc, guard):
+            raise HTTPException(401, "log in first")
+        rec = next((r for r in svc.documents.list() if r.source == source and r.status == "done"), None)
+        if rec is None or not Path(rec.path).is_file():
+            raise HTTPException(404, "no indexed document with that source")
+        media = mimetypes.guess_type(rec.path)[0] or "application/octet-stream"
+        # Inline for what browsers show safely; HTML is sent as text so a document cannot run script here.
+        if media in ("text/html", "image/svg+xml", "application/xhtml+xml"):
+            media = "text/plain; charset=utf-8"
+        return FileResponse(rec.path, media_type=media, filename=Path(rec.path).name,
+                            content_disposition_type="inline")
+
+
+def _allowed(request: Request, svc: Services, guard: SessionGuard) -> bool:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return svc.users.user_for_key(header[7:].strip()) is not None
+    tokens = guard.tokens or {}
+    for name, value in request.cookies.items():
+        if name.startswith("access-token") and value in tokens:
+            user = svc.users.get(tokens[value])
+            return user is not None
+    return False
