@@ -210,7 +210,9 @@ def load_settings(path: str | Path | None = None,
 def default_config_text() -> str:
     """A commented appliance.toml with every field at its default, generated from the model."""
     lines = ["# appliance configuration. Every field can be overridden by APPLIANCE_<FIELD>",
-             "# (nested with __, e.g. APPLIANCE_ENGINE__N_CTX=8192).", ""]
+             "# (nested with __, e.g. APPLIANCE_ENGINE__N_CTX=8192).",
+             "# Defaults are shown commented out: uncomment a line to change it. Lines left commented",
+             "# follow the defaults of the installed version, so an upgrade's better defaults apply.", ""]
     lines += _section_lines(Settings, "")
     return "\n".join(lines) + "\n"
 
@@ -227,7 +229,7 @@ def _section_lines(model: type[BaseModel], prefix: str) -> list[str]:
             continue
         default = field.get_default(call_default_factory=True)
         lines.append(f"# {field.description}")
-        lines.append(f"{name} = {_toml_value(default)}")
+        lines.append(f"# {name} = {_toml_value(default)}")
     for name, sub in nested:
         lines += ["", f"[{prefix}{name}]"] + _section_lines(sub, f"{prefix}{name}.")
     return lines

@@ -66,6 +66,11 @@ def test_default_config_roundtrips_and_never_overwrites(tmp_path):
     assert write_default_config(path) is False
     assert path.read_text() == "port = 1234\n"
     assert default_config_text().count("=") > 10
+    # Every value is commented out: defaults changed by an upgrade reach existing installs.
+    assert not [line for line in default_config_text().splitlines() if line.strip() and not line.startswith(("#", "["))]
+    uncommented = default_config_text().replace("# port = 8000", "port = 8100")
+    path.write_text(uncommented)
+    assert load_settings(path, environ={}).port == 8100
     assert Path(path).exists()
 
 
