@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from appliance.models.gguf import KV_TYPE_BYTES, GGUFFile, file_type_name
+from appliance.models.gguf import KV_TYPE_BYTES, GGUFFile, file_type_name, read_gguf
 
 
 @dataclass
@@ -74,6 +78,45 @@ def model_info(gguf: GGUFFile) -> ModelInfo:
         has_chat_template=bool(md.get("tokenizer.chat_template")),
         n_vocab=gguf.array_lengths.get("tokenizer.ggml.tokens", 0),
     )
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "appliance" / "model-info.json"
+
+
+def model_info_for(path: str | Path) -> ModelInfo:
+    """`model_info(read_gguf(path))`, remembered per (path, size, mtime) on this machine.
+
+    The gguf package parses every vocabulary entry (seconds for a large tokenizer); the facts we
+    derive are a few numbers, so each file version is parsed once. A cache that cannot be read or
+    written is simply skipped.
+    """
+    path = Path(path).resolve()
+    st = path.stat() if path.is_file() else None
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}" if st else None
+    cache = _cache_file()
+    with _CACHE_LOCK:
+        try:
+            known = json.loads(cache.read_text()) if key and cache.is_file() else {}
+        except (OSError, ValueError):
+            known = {}
+        if key in known:
+            return ModelInfo(**known[key])
+    info = model_info(read_gguf(path))  # raises ModelError for missing, foreign or truncated files
+    with _CACHE_LOCK:
+        try:
+            known[key] = info.to_dict()
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(dict(list(known.items())[-64:])))
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return info
 
 
 def _quant_name(gguf: GGUFFile) -> str:

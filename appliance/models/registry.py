@@ -19,7 +19,7 @@ from typing import Any
 
 from appliance.errors import ModelError
 from appliance.models.gguf import read_gguf
-from appliance.models.metadata import ModelInfo, model_info
+from appliance.models.metadata import ModelInfo, model_info_for
 
 EMBEDDED_CHAT_NAME = "smollm2-135m"
 _EMBEDDED_CHAT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -180,7 +180,7 @@ class ModelRegistry:
 
 def _entry(name: str, path: Path, embedded: bool, hash_file: bool = True,
            progress: Callable[[int], None] | None = None) -> ModelEntry:
-    info = model_info(read_gguf(path))
+    info = model_info_for(path)
     return ModelEntry(name=name, path=str(path), sha256=sha256_file(path, progress) if hash_file else "",
                       size=path.stat().st_size, added=time.time(), embedded=embedded,
                       info=info.to_dict())
