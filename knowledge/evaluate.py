@@ -22,8 +22,14 @@ def answerable(item: dict) -> bool:
     return item.get("answerable", True) is not False
 
 
+def expected_sources(item: dict) -> set[str]:
+    """The sources that count as right: one path, or a list (the same manual as HTML, PDF, TXT…)."""
+    source = item.get("source") or []
+    return {s.strip("/") for s in ([source] if isinstance(source, str) else source)}
+
+
 def load_qa(path: Path) -> list[dict]:
-    """Lines of {"question", "answer_contains": [...], "source", "lang"?, "answerable"?}.
+    """Lines of {"question", "answer_contains": [...], "source" (path or list), "lang"?, "answerable"?}.
 
     Unanswerable questions (`"answerable": false`) need only the question; they measure the
     "not covered" gate and are left out of retrieval recall.
@@ -37,7 +43,7 @@ def load_qa(path: Path) -> list[dict]:
             if not isinstance(item["question"], str):
                 raise TypeError
             if answerable(item) and not (isinstance(item["answer_contains"], list)
-                                         and isinstance(item["source"], str)):
+                                         and isinstance(item["source"], (str, list))):
                 raise TypeError
         except (json.JSONDecodeError, KeyError, TypeError):
             raise KnowledgeError(f"{path}:{n}: need question, answer_contains (list) and source "
@@ -49,9 +55,9 @@ def load_qa(path: Path) -> list[dict]:
 def first_hit_rank(hits, item: dict) -> int | None:
     """1-based rank of the first chunk from the expected source containing an expected string."""
     wanted = [normalise(s) for s in item["answer_contains"]]
-    source = item["source"].strip("/")
+    sources = expected_sources(item)
     for rank, h in enumerate(hits, start=1):
-        if h.source == source and any(w in normalise(h.text) for w in wanted):
+        if h.source in sources and any(w in normalise(h.text) for w in wanted):
             return rank
     return None
 

@@ -12,7 +12,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from appliance.server.chat import ChatService
-from knowledge.evaluate import answerable, normalise
+from knowledge.evaluate import answerable, expected_sources, normalise
 from knowledge.terms import is_cjk_text
 
 DEGENERATE_RATIO = 0.3  # distinct 4-grams / all 4-grams below this = the answer loops
@@ -64,7 +64,7 @@ def _row(item: dict, prepared, text: str, result) -> dict:
     wanted = [normalise(s) for s in item.get("answer_contains", [])]
     return {"question": item["question"], "lang": item.get("lang") or ("zh" if is_cjk_text(item["question"]) else "en"),
             "answerable": answerable(item), "answered": prepared.covered,
-            "cited_source": item.get("source", "").strip("/") in sources,
+            "cited_source": bool(expected_sources(item) & set(sources)),
             "contains_answer": any(w in normalise(text) for w in wanted),
             "degenerate": prepared.covered and is_degenerate(text),
             "tokens": result.stats.generated_tokens if result else 0,
