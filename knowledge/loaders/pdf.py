@@ -1,49 +1,45 @@
-"""PDF with page numbers (pypdf). Encrypted, broken and image-only PDFs get clear reasons."""
+"""PDF with page numbers, through PDFium (pypdfium2). Encrypted, broken and image-only PDFs get clear reasons.
+
+Why PDFium and not pypdf: on the real Debian FAQ PDF pypdf glued words together
+("Currentlytherearethreeversions…", 182 glued words), which breaks both lexical and dense
+retrieval; PDFium's text layer kept every space, found more text, and was about ten times faster
+on both the English and the Chinese PDF of the dev corpus.
+"""
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 
 from knowledge.errors import LoaderError
 from knowledge.loaders.base import Document, Section
 
+_PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+
 
 def load_pdf(path: Path, raw: bytes) -> Document:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    import pypdfium2 as pdfium
 
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # broken files log a warning per object
     try:
-        reader = PdfReader(io.BytesIO(raw), strict=False)
-        if reader.is_encrypted:
-            try:  # many "encrypted" PDFs only restrict printing and open with an empty password
-                if not reader.decrypt(""):
-                    raise LoaderError("encrypted PDF (password required)")
-            except LoaderError:
-                raise
-            except Exception:  # noqa: BLE001 - unsupported cipher and friends
-                raise LoaderError("encrypted PDF (password required)") from None
-        pages = list(reader.pages)
-    except LoaderError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError, AttributeError) as e:
-        raise LoaderError(f"corrupt or truncated PDF ({type(e).__name__}: {str(e)[:80]})") from None
-    sections = []
-    for number, page in enumerate(pages, start=1):
-        try:
-            text = page.extract_text() or ""
-        except Exception as e:  # noqa: BLE001 - one bad page must not lose the others
-            logging.getLogger("knowledge").warning("%s page %d unreadable: %s", path, number, e)
-            continue
-        if text.strip():
-            sections.append(Section(text, page=number))
-    if not sections and pages:
-        raise LoaderError("no text layer (scanned images?); OCR not available")
-    title = ""
+        pdf = pdfium.PdfDocument(raw)
+    except pdfium.PdfiumError as e:
+        if getattr(e, "err_code", None) == _PASSWORD_ERROR:
+            raise LoaderError("encrypted PDF (password required)") from None
+        raise LoaderError(f"corrupt or truncated PDF ({str(e)[:80]})") from None
     try:
-        title = str((reader.metadata or {}).get("/Title") or "")
-    except Exception:  # noqa: BLE001 - metadata is optional
-        pass
+        sections = []
+        for number in range(1, len(pdf) + 1):
+            try:
+                page = pdf[number - 1]
+                text = page.get_textpage().get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+            except pdfium.PdfiumError as e:  # one bad page must not lose the others
+                logging.getLogger("knowledge").warning("%s page %d unreadable: %s", path, number, e)
+                continue
+            if text.strip():
+                sections.append(Section(text, page=number))
+        if not sections and len(pdf):
+            raise LoaderError("no text layer (scanned images?); OCR not available")
+        title = str((pdf.get_metadata_dict() or {}).get("Title") or "")
+    finally:
+        pdf.close()
     return Document(sections, title=title or path.stem, kind="pdf")
