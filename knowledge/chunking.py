@@ -156,3 +156,29 @@ def _hard_split(text: str, piece: _Piece, max_tokens: int) -> list[_Piece]:
         out.append(_Piece(pos, cut, piece.paragraph))
         pos = cut
     return out
+
+
+def dedupe_chunks(chunks: list[Chunk], low_diversity: float = 0.2) -> tuple[list[Chunk], int]:
+    """Chunks of one file without repeats; returns (kept, how many were dropped).
+
+    Dropped: a chunk whose text (white space folded, case ignored) already occurred in the file,
+    and a repetitive chunk (distinct words / words below `low_diversity`) whose set of words already
+    occurred: keyword stuffing and repeated boilerplate would otherwise fill the lexical index with
+    thousands of near-identical chunks that match everything.
+    """
+    seen_text: set[str] = set()
+    seen_words: set[frozenset[str]] = set()
+    kept: list[Chunk] = []
+    for c in chunks:
+        words = c.text.lower().split()
+        norm = " ".join(words)
+        bag = frozenset(words)
+        repetitive = len(words) >= 20 and len(bag) / len(words) < low_diversity
+        if norm in seen_text or (repetitive and bag in seen_words):
+            continue
+        seen_text.add(norm)
+        if repetitive:
+            seen_words.add(bag)
+        kept.append(c)
+    return kept, len(chunks) - len(kept)
+

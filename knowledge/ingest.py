@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge.chunking import Chunk, chunk_document
+from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
 from knowledge.errors import KnowledgeError, LoaderError
 from knowledge.kb import KnowledgeBase
 from knowledge.loaders import load, supported
@@ -23,6 +23,9 @@ from knowledge.report import FileResult, IngestReport, Progress
 from knowledge.walk import Candidate, walk
 
 _EMBED_GROUP = 256  # chunks embedded together across small files
+# Bump when loaders, chunking or chunk hygiene change what a file becomes: every file is then
+# re-read on the next ingest, so an upgrade's better extraction reaches documents already indexed.
+PIPELINE_VERSION = "2"  # 2: block-level HTML text, PDFium text layer, repeated chunks left out
 
 
 @dataclass
@@ -31,6 +34,7 @@ class _Job:
     rec: FileRecord
     status: str
     future: Future | None = None
+    dropped: int = 0  # chunks left out as repeats
 
 
 def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
@@ -44,6 +48,7 @@ def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
     report = IngestReport(str(root))
     name = kb.cfg.name
     report.repaired = repair(kb)
+    _reprocess_if_pipeline_changed(kb)
     known = kb.db.files(name, str(root))
     cands = list(walk(root, report, supported))
     report.timings["walk"] = time.perf_counter() - t0
@@ -129,7 +134,8 @@ def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | Fi
         return _fail(kb, rec, f"could not parse ({type(e).__name__}: {str(e)[:100]})")
     rec.kind = doc.kind
     t1 = time.perf_counter()
-    chunks = chunk_document(doc, rec.source, kb.count_tokens, kb.chunk_budget, kb.cfg.chunk_overlap)
+    chunks, job.dropped = dedupe_chunks(chunk_document(doc, rec.source, kb.count_tokens, kb.chunk_budget,
+                                                       kb.cfg.chunk_overlap))
     if not chunks:
         return _fail(kb, rec, "no text found")
     return chunks, len(raw), {"parse": t1 - t0, "chunk": time.perf_counter() - t1}
@@ -158,7 +164,7 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
         kb.store.delete(sorted(set(job.rec.chunk_ids) - set(ids)))
         kb.store.upsert(ids, chunks, part)
         kb.db.commit_file(kb.cfg.name, job.rec, chunks, ids)
-        result = FileResult(job.rec.source, job.status, len(chunks))
+        result = FileResult(job.rec.source, job.status, len(chunks), deduplicated=job.dropped)
         report.results.append(result)
         progress.file_done(result)
     report.timings["store"] += time.perf_counter() - t1
@@ -170,6 +176,15 @@ def chunk_id(path: str, chunk: Chunk) -> str:
     src = hashlib.sha1(path.encode()).hexdigest()[:12]
     body = hashlib.sha1(chunk.text.encode()).hexdigest()[:12]
     return f"{src}-{body}-{chunk.index}"
+
+
+def _reprocess_if_pipeline_changed(kb: KnowledgeBase) -> None:
+    key = f"pipeline:{kb.cfg.name}"
+    if kb.db.get_meta(key) == PIPELINE_VERSION:
+        return
+    for rec in kb.db.files(kb.cfg.name).values():
+        kb.db.invalidate(kb.cfg.name, rec.path)  # the hash is forgotten: the next pass re-reads it
+    kb.db.set_meta(key, PIPELINE_VERSION)
 
 
 def repair(kb: KnowledgeBase) -> int:

@@ -20,8 +20,10 @@ class KBConfig:
     max_file_mb: float = 50.0
     embed_batch: int = 64
     candidates: int = 40
+    dense_weight: float = 0.5
     cjk_dense_weight: float = 0.1
     rerank_model: str = ""
+    max_per_file: int = 3
 
 
 class KnowledgeBase:

@@ -18,6 +18,7 @@ class FileResult:
     status: str  # new, changed, unchanged, removed, failed, skipped
     chunks: int = 0
     reason: str = ""
+    deduplicated: int = 0  # repeated or near-identical chunks of this file left out
 
 
 @dataclass
@@ -38,6 +39,10 @@ class IngestReport:
     @property
     def chunks(self) -> int:
         return sum(r.chunks for r in self.results if r.status in ("new", "changed"))
+
+    @property
+    def deduplicated(self) -> int:
+        return sum(r.deduplicated for r in self.results)
 
     @property
     def problems(self) -> list[FileResult]:

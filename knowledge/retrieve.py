@@ -6,13 +6,15 @@ so lexical bigram matches carry the recall. An optional local cross-encoder re-r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from knowledge.errors import KnowledgeError
 from knowledge.kb import KnowledgeBase
 from knowledge.terms import is_cjk_text, terms
 
 RRF_K = 60
+MODES = ("hybrid", "dense", "lexical")
 
 
 @dataclass
@@ -29,6 +31,7 @@ class Hit:
     similarity: float       # dense cosine similarity of this chunk to the question (-1..1)
     start: int = 0
     end: int = 0
+    also_in: list[str] = field(default_factory=list)  # other files holding the same passage
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,16 +46,24 @@ class Retriever:
         if kb.cfg.rerank_model:
             self._reranker = _load_reranker(kb.cfg.rerank_model)
 
-    def search(self, query: str, k: int = 5, path_prefix: str | None = None) -> list[Hit]:
-        """The `k` best chunks for `query`, optionally only from sources under `path_prefix`."""
+    def search(self, query: str, k: int = 5, path_prefix: str | None = None, mode: str = "hybrid") -> list[Hit]:
+        """The `k` best chunks for `query`, optionally only from sources under `path_prefix`.
+
+        `mode` is "hybrid" (dense + lexical, fused), or "dense" / "lexical" alone (for measuring
+        what each side contributes). One file contributes at most `max_per_file` hits, and the same
+        passage found in several files is one hit that lists the other files in `also_in`.
+        """
         query = query.strip()
         if not query or k < 1:
             return []
+        if mode not in MODES:
+            raise KnowledgeError(f"search mode must be one of {', '.join(MODES)}, not {mode!r}")
         n = max(self.kb.cfg.candidates, k * 4) * (4 if path_prefix else 1)
         vector = self.kb.embedder.encode([query])[0]
-        dense = self.kb.store.query(vector, n)
-        lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n)
-        w_dense = self.kb.cfg.cjk_dense_weight if is_cjk_text(query) else 1.0
+        dense = self.kb.store.query(vector, n) if mode != "lexical" else []
+        lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n) if mode != "dense" else []
+        cfg = self.kb.cfg
+        w_dense = (cfg.cjk_dense_weight if is_cjk_text(query) else cfg.dense_weight) if mode == "hybrid" else 1.0
         fused: dict[str, float] = {}
         for rank, hit in enumerate(dense):
             fused[hit.id] = fused.get(hit.id, 0.0) + w_dense / (RRF_K + rank + 1)
@@ -62,28 +73,72 @@ class Retriever:
         if path_prefix:
             prefix = path_prefix.strip("/")
             fused = {c: s for c, s in fused.items() if c in rows and _under(rows[c]["source"], prefix)}
-        order = sorted((c for c in fused if c in rows), key=fused.__getitem__, reverse=True)
+        order = _diverse(sorted((c for c in fused if c in rows), key=fused.__getitem__, reverse=True), rows,
+                         self.kb.cfg.max_per_file)
         sims = {h.id: h.similarity for h in dense}
-        top = order[: max(k, 20) if self._reranker else k]
+        top = [c for c, _ in order[: max(k, 20) if self._reranker else k]]
+        also = dict(order)
         missing = [c for c in top if c not in sims]
         if missing:  # lexical-only hits: compute their dense similarity for the relevance gate
             vecs = self.kb.embedder.encode([rows[c]["text"] for c in missing])
             sims.update({c: float(v @ vector) for c, v in zip(missing, vecs, strict=True)})
-        hits = [_hit(c, rows[c], fused[c], sims[c]) for c in top]
+        hits = [_hit(c, rows[c], fused[c], sims[c], also[c]) for c in top]
         if self._reranker:
             scores = self._reranker.predict([(query, h.text) for h in hits])
             hits = [h for _, h in sorted(zip(scores, hits, strict=True), key=lambda t: -t[0])]
         return hits[:k]
 
 
+def coverage(retriever: Retriever, question: str, text: str) -> float:
+    """Share of the question's term weight (IDF over the index) that `text` contains, 0..1.
+
+    Rare words decide: "install Microsoft Office" is not covered by a passage that only shares
+    "install", which every manual says.
+    """
+    q = terms(question)
+    weights = retriever.kb.db.idf(q)
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    found = set(terms(text))
+    return sum(w for t, w in weights.items() if t in found) / total
+
+
+def _diverse(order: list[str], rows: dict[str, dict], max_per_file: int) -> list[tuple[str, list[str]]]:
+    """Best-first ids with duplicates folded and each file capped.
+
+    A keyword-stuffed file has thousands of near-identical chunks that all match the lexical side;
+    capping what one file may contribute keeps it from filling the list. An exact copy of a passage
+    in another file (the same document saved twice) is not a second answer: it is folded into the
+    first hit, which then cites both files.
+    """
+    out: list[tuple[str, list[str]]] = []
+    first: dict[str, int] = {}
+    per_file: dict[str, int] = {}
+    for cid in order:
+        row = rows[cid]
+        key = " ".join(row["text"].split()).lower()
+        if key in first:
+            also = out[first[key]][1]
+            if row["source"] != rows[out[first[key]][0]]["source"] and row["source"] not in also:
+                also.append(row["source"])
+            continue
+        if max_per_file and per_file.get(row["source"], 0) >= max_per_file:
+            continue
+        per_file[row["source"]] = per_file.get(row["source"], 0) + 1
+        first[key] = len(out)
+        out.append((cid, []))
+    return out
+
+
 def _under(source: str, prefix: str) -> bool:
     return source == prefix or source.startswith(prefix + "/")
 
 
-def _hit(cid: str, row: dict, score: float, similarity: float) -> Hit:
+def _hit(cid: str, row: dict, score: float, similarity: float, also_in: list[str]) -> Hit:
     page = row["page"] if row["page"] not in (None, -1) else None
     return Hit(cid, row["text"], row["source"], page, row["heading"], row["title"], round(score, 6),
-               round(similarity, 4), row["start"] or 0, row["end"] or 0)
+               round(similarity, 4), row["start"] or 0, row["end"] or 0, also_in)
 
 
 def _load_reranker(path: str):
@@ -91,7 +146,5 @@ def _load_reranker(path: str):
 
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        from knowledge.errors import KnowledgeError
-
         raise KnowledgeError(f"re-ranker model folder not found: {folder}")
     return CrossEncoder(str(folder), local_files_only=True)

@@ -118,3 +118,14 @@ def test_orphans_and_journal_are_repaired(tmp_path, docs, embedder):
     assert report.repaired >= 1
     assert statuses(report)["a.md"][0] in ("changed", "new")
     assert_consistent(kb)
+
+
+def test_a_new_extraction_pipeline_reprocesses_unchanged_files(tmp_path, docs, embedder):
+    kb = open_kb(tmp_path / "data", embedder)
+    ingest(kb, docs)
+    assert all(s == "unchanged" for s, _ in statuses(ingest(kb, docs)).values())
+    kb.db.set_meta(f"pipeline:{kb.cfg.name}", "an older pipeline")
+    again = statuses(ingest(kb, docs))
+    assert again and all(s == "changed" for s, _ in again.values()), again
+    assert_consistent(kb)
+    assert all(s == "unchanged" for s, _ in statuses(ingest(kb, docs)).values())

@@ -36,7 +36,8 @@ def render_sources(citations: list[dict], covered: bool, request: gr.Request | N
 def render_report(report: IngestReport) -> str:
     lines = [f"**{report.count('new')} new, {report.count('changed')} changed, {report.count('unchanged')} unchanged, "
              f"{report.count('removed')} removed, {report.count('failed')} failed** — {report.chunks} chunks in "
-             f"{report.timings['total']:.1f}s"]
+             f"{report.timings['total']:.1f}s" + (f" ({report.deduplicated} repeated chunks left out)"
+                                                  if report.deduplicated else "")]
     if report.problems:
         lines += ["", "| file | status | reason |", "|---|---|---|"]
         lines += [f"| {r.source} | {r.status} | {r.reason} |" for r in report.problems]

@@ -1,0 +1,64 @@
+"""Chunk hygiene: repeats within a file are left out at ingest, one file cannot fill a result list,
+and an exact copy of a document under another name is one hit citing both files."""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+from knowledge.chunking import Chunk, dedupe_chunks
+from knowledge.ingest import ingest
+from knowledge.loaders.html import load_html
+from knowledge.retrieve import Retriever
+
+from .kb_helpers import open_kb
+
+
+def _chunk(text: str, i: int) -> Chunk:
+    return Chunk(text, "a.txt", i, 0, len(text))
+
+
+def test_dedupe_drops_repeats_and_keyword_stuffing():
+    words = "backup server restore archive network firewall kernel package".split()
+    rng = random.Random(3)
+    stuffed = [" ".join(rng.choice(words) for _ in range(120)) for _ in range(30)]
+    normal = ["The visitor car park is on level minus two.", "Badges are red for visitors."]
+    kept, dropped = dedupe_chunks([_chunk(t, i) for i, t in enumerate(normal + stuffed + normal)])
+    assert [c.text for c in kept] == normal + stuffed[:1]
+    assert dropped == 31
+
+
+def test_docbook_div_para_paragraphs_are_kept(tmp_path):
+    html = (b'<html><head><title>Guide</title></head><body><div class="navheader">Prev | Next</div>'
+            b'<div class="section"><h2 class="title">Backups</h2>'
+            b'<div class="para">Snapshots run <code>nightly</code> at 02:00.</div>'
+            b'<div class="para">They are kept for <em>thirty</em> days.</div>'
+            b'<div class="itemizedlist"><ul><li><div class="para">Restores need an admin.</div></li></ul></div>'
+            b'</div></body></html>')
+    doc = load_html(tmp_path / "g.html", html)
+    text = "\n".join(s.text for s in doc.sections)
+    for sentence in ("Snapshots run nightly at 02:00.", "They are kept for thirty days.", "Restores need an admin."):
+        assert sentence in text
+    assert "Prev" not in text and doc.sections[0].heading == ["Backups"]
+
+
+def test_stuffed_file_cannot_fill_the_results_and_copies_cite_both(tmp_path, embedder, sample_docs):
+    docs = tmp_path / "docs"
+    shutil.copytree(sample_docs, docs)
+    shutil.copy(docs / "en" / "administration.html", docs / "en" / "administration-copy.html")
+    words = "backup server restore archive network firewall kernel package security badge".split()
+    rng = random.Random(5)
+    (docs / "stuffed.txt").write_text("\n\n".join(" ".join(rng.choice(words) for _ in range(150))
+                                                  for _ in range(200)))
+    kb = open_kb(tmp_path / "data", embedder)
+    report = ingest(kb, docs)
+    assert report.deduplicated >= 150  # the stuffed file collapsed at ingest
+    retriever = Retriever(kb)
+    for question in ("How do I back up the appliance?", "What colour badge must visitors wear?",
+                     "Which firewall ports does the server need?"):
+        hits = retriever.search(question, k=10)
+        assert sum(h.source == "stuffed.txt" for h in hits) <= kb.cfg.max_per_file
+        assert len({h.text for h in hits}) == len(hits)  # no passage twice
+    backup = retriever.search("How do I back up the appliance?", k=5)
+    top = next(h for h in backup if "administration" in h.source)
+    assert {top.source, *top.also_in} == {"en/administration.html", "en/administration-copy.html"}
