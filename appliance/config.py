@@ -74,9 +74,13 @@ class KnowledgeSettings(_Section):
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped and reported.")
     embed_batch: int = Field(64, ge=1, description="Chunks per embedding batch.")
     candidates: int = Field(40, ge=5, description="Candidates taken from each of dense and lexical search.")
+    dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense ranks against lexical "
+                                "ones (weight 1) for other questions.")
     cjk_dense_weight: float = Field(0.1, ge=0, le=1, description="Weight of dense ranks for Chinese "
                                     "questions (the default embedder is English-only).")
     rerank_model: str = Field("", description="Folder of a local cross-encoder for re-ranking; empty = off.")
+    max_per_file: int = Field(3, ge=0, description="Most results one file may contribute to a search "
+                              "(stops a keyword-stuffed file from filling the list); 0 = no cap.")
     sample_docs: bool = Field(True, description="Index the bundled sample guide on first start when empty.")
 
 
@@ -91,8 +95,9 @@ class ChatSettings(_Section):
                                 "in chat-model tokens; the oldest history turns are dropped first.")
     min_similarity: float = Field(0.3, ge=-1, le=1, description="English questions: lowest dense "
                                   "similarity of the best excerpt before answering 'not covered'.")
-    min_overlap: float = Field(0.4, ge=0, le=1, description="Chinese questions: lowest share of the "
-                               "question's terms found in an excerpt before answering 'not covered'.")
+    min_overlap: float = Field(0.3, ge=0, le=1, description="Chinese questions: lowest share of the "
+                               "question's term weight (IDF) found in one excerpt before answering "
+                               "'not covered' (calibrated with `appliance eval gate`).")
 
 
 class Settings(_Section):

@@ -79,6 +79,10 @@ class KnowledgeDB:
         return self.chunks.by_id(ids)
 
     @_locked
+    def idf(self, query_terms: list[str]) -> dict[str, float]:
+        return self.lexical.idf(query_terms)
+
+    @_locked
     def lexical_search(self, kb: str, query_terms: list[str], n: int) -> list[tuple[str, float]]:
         return self.lexical.search(kb, query_terms, n)
 

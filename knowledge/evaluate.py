@@ -57,17 +57,17 @@ def first_hit_rank(hits, item: dict) -> int | None:
     wanted = [normalise(s) for s in item["answer_contains"]]
     sources = expected_sources(item)
     for rank, h in enumerate(hits, start=1):
-        if h.source in sources and any(w in normalise(h.text) for w in wanted):
+        if sources & {h.source, *h.also_in} and any(w in normalise(h.text) for w in wanted):
             return rank
     return None
 
 
-def evaluate(retriever: Retriever, items: list[dict]) -> dict:
-    """The metrics dict printed by `appliance eval retrieval --json`."""
+def evaluate(retriever: Retriever, items: list[dict], mode: str = "hybrid") -> dict:
+    """The metrics dict printed by `appliance eval retrieval --json` (`mode`: hybrid, dense, lexical)."""
     groups: dict[str, list[int | None]] = defaultdict(list)
     everything: list[int | None] = []
     for item in filter(answerable, items):
-        rank = first_hit_rank(retriever.search(item["question"], k=max(KS)), item)
+        rank = first_hit_rank(retriever.search(item["question"], k=max(KS), mode=mode), item)
         everything.append(rank)
         if item.get("lang"):
             groups[item["lang"]].append(rank)

@@ -7,13 +7,17 @@ a scan of the whole index. Terms come from `knowledge.terms`; when that tokenise
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterable
 
 from knowledge.chunking import embed_text
 from knowledge.terms import TERMS_VERSION, terms
 
-SCHEMA = "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(terms);"
+SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(terms);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row');
+"""
 
 
 class LexicalIndex:
@@ -23,6 +27,7 @@ class LexicalIndex:
         self.conn = conn
         columns = [r[1] for r in conn.execute("PRAGMA table_info(chunks_fts)")]
         if columns and columns != ["terms"]:  # an older layout keyed by chunk id: rebuild it
+            conn.execute("DROP TABLE IF EXISTS chunks_fts_vocab")
             conn.execute("DROP TABLE chunks_fts")
         conn.executescript(SCHEMA)
 
@@ -51,3 +56,14 @@ class LexicalIndex:
             "SELECT c.id, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
             "WHERE chunks_fts MATCH ? AND c.kb = ? ORDER BY s LIMIT ?", (match, kb, n)).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
+
+    def idf(self, terms_: list[str]) -> dict[str, float]:
+        """BM25's inverse document frequency of each term over every indexed chunk (rare = high)."""
+        n = self.conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0]
+        unique = list(dict.fromkeys(terms_))
+        df = dict.fromkeys(unique, 0)
+        if unique:
+            marks = ",".join("?" * len(unique))
+            df.update(self.conn.execute(f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", unique))
+        return {t: math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1.0) for t in unique}
+

@@ -92,6 +92,7 @@ def print_report(report: IngestReport) -> None:
         f"{report.count('new')} new, {report.count('changed')} changed, {report.count('unchanged')} unchanged, "
         f"{report.count('removed')} removed, {report.count('failed')} failed, {report.count('skipped')} skipped; "
         f"{report.chunks} chunks in {report.timings['total']:.1f}s"
+        + (f"; {report.deduplicated} repeated chunks left out" if report.deduplicated else "")
         + (f"; ignored types: {ignored}" if ignored else "")
         + (f"; repaired {report.repaired} leftovers of an interrupted run" if report.repaired else ""))
 
@@ -148,13 +149,14 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
 
 @eval_app.command("retrieval")
 def eval_retrieval(qa: Annotated[Path, typer.Argument(help="JSONL of {question, answer_contains, source}.")],
+                   mode: Annotated[str, typer.Option(help="hybrid, dense or lexical (one side alone).")] = "hybrid",
                    as_json: JsonOpt = False,
                    config: ConfigOpt = None) -> None:
     """Recall@1/5/10 and MRR over a QA file, overall and per language."""
     from knowledge.evaluate import evaluate, load_qa
     from knowledge.retrieve import Retriever
 
-    result = evaluate(Retriever(_kb(config)), load_qa(qa))
+    result = evaluate(Retriever(_kb(config)), load_qa(qa), mode)
     if as_json:
         print(json.dumps(result))
         return
@@ -195,4 +197,38 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
         table.add_row(name, str(m["n_answerable"]), str(m["n_unanswerable"]),
                       *("-" if m[k] is None else str(m[k]) for k in keys))
     console.print(table)
+
+
+@eval_app.command("gate")
+def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and \"answerable\": false questions.")],
+              as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+    """Balanced accuracy of the "not covered" gate per language, and the threshold that maximises it."""
+    from appliance.models.registry import ModelRegistry
+    from appliance.server.answer_eval import calibrate_gate
+    from appliance.server.services import chat_service, open_kb
+    from knowledge.evaluate import load_qa
+    from knowledge.retrieve import Retriever
+
+    settings = load_cli_settings(config)
+    # Retrieval and the gate only: the chat model is not loaded, but its registered facts size the
+    # prompt (how many excerpts the gate sees) as the server would.
+    model = _NoEngine(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)
+    result = calibrate_gate(chat_service(settings, model, Retriever(open_kb(settings))), load_qa(qa))
+    if as_json:
+        print(json.dumps({lang: {k: v for k, v in m.items() if k != "scores"} for lang, m in result.items()}))
+        return
+    table = Table("lang", "answerable", "unanswerable", "threshold", "balanced acc.", "best threshold", "best acc.")
+    for lang, m in result.items():
+        table.add_row(lang, str(m["n_answerable"]), str(m["n_unanswerable"]), str(m["threshold"]),
+                      str(m["balanced_accuracy"]), str(m["best_threshold"]), str(m["best_balanced_accuracy"]))
+    console.print(table)
+
+
+class _NoEngine:
+    """Stands in for the chat model where only retrieval and the gate run."""
+
+    model_name = "none"
+
+    def __init__(self, info) -> None:
+        self.info = info
 

@@ -60,7 +60,7 @@ def _collect(item: dict, prepared, req, progress: Callable[[], None] | None) -> 
 
 
 def _row(item: dict, prepared, text: str, result) -> dict:
-    sources = [c["source"] for c in prepared.citations] if prepared.covered else []
+    sources = [s for c in prepared.citations for s in [c["source"], *c.get("also_in", [])]] if prepared.covered else []
     wanted = [normalise(s) for s in item.get("answer_contains", [])]
     return {"question": item["question"], "lang": item.get("lang") or ("zh" if is_cjk_text(item["question"]) else "en"),
             "answerable": answerable(item), "answered": prepared.covered,
@@ -86,3 +86,31 @@ def _summary(rows: list[dict]) -> dict:
             "degenerate": sum(r["degenerate"] for r in answered),
             "mean_answer_tokens": round(sum(r["tokens"] for r in answered) / len(answered), 1) if answered else 0.0,
             "mean_answer_seconds": round(sum(r["seconds"] for r in answered) / len(answered), 2) if answered else 0.0}
+
+
+def calibrate_gate(chat: ChatService, items: list[dict]) -> dict:
+    """Per language: the gate's score for each labelled question, the balanced accuracy of the
+    configured threshold, and the threshold that maximises it (answerable should pass, the rest not)."""
+    scores: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for item in items:
+        question = item["question"]
+        lang = "zh" if is_cjk_text(question) else "en"
+        hits = chat.retriever.search(question, k=chat.cfg.top_k) if chat.retriever else []
+        scores[lang].append((chat.relevance(question, hits, lang), answerable(item)))
+    out = {}
+    for lang, pairs in sorted(scores.items()):
+        current = chat.cfg.min_overlap if lang == "zh" else chat.cfg.min_similarity
+        best = max(sorted({s for s, _ in pairs}), key=lambda t: _balanced(pairs, t), default=current)
+        out[lang] = {"n_answerable": sum(a for _, a in pairs), "n_unanswerable": sum(not a for _, a in pairs),
+                     "threshold": current, "balanced_accuracy": _balanced(pairs, current),
+                     "best_threshold": round(best, 4), "best_balanced_accuracy": _balanced(pairs, best),
+                     "scores": [[round(sc, 4), a] for sc, a in sorted(pairs)]}
+    return out
+
+
+def _balanced(pairs: list[tuple[float, bool]], threshold: float) -> float:
+    yes = [s >= threshold for s, a in pairs if a]
+    no = [s < threshold for s, a in pairs if not a]
+    rates = [sum(v) / len(v) for v in (yes, no) if v]
+    return round(sum(rates) / len(rates), 4) if rates else 0.0
+

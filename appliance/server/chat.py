@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
 from appliance.engine.sequence import SamplingParams
-from knowledge.retrieve import Hit, Retriever
-from knowledge.terms import is_cjk_text, terms
+from knowledge.retrieve import Hit, Retriever, coverage
+from knowledge.terms import is_cjk_text
 
 SYSTEM_PROMPT = (
     "You are the company's document assistant. Answer only from the numbered excerpts in the "
@@ -42,7 +42,7 @@ class RagSettings:
 
     top_k: int = 4
     min_similarity: float = 0.3      # English: dense cosine similarity of the best excerpt
-    min_overlap: float = 0.4         # Chinese: share of the question's bigrams found in the excerpt
+    min_overlap: float = 0.3         # Chinese: share of the question's term weight (IDF) in one excerpt
     context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
     excerpt_chars: int = 1200
 
@@ -79,18 +79,28 @@ class ChatService:
             return Prepared(list(messages), lang=lang)
         hits = self.retriever.search(question, k=self.cfg.top_k)
         citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
-        if not hits or not any(self._relevant(question, h, lang) for h in hits):
+        if self.relevance(question, hits, lang) < self._threshold(lang):
             return Prepared([], citations[:3], covered=False, lang=lang)
         history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
         turn = _question_turn(question, citations, lang)
         system = {"role": "system", "content": SYSTEM_PROMPT}
         return Prepared(self._fit(system, history, turn), citations, lang=lang)
 
-    def _relevant(self, question: str, hit: Hit, lang: str) -> bool:
-        if lang == "zh":  # the default embedder is English-only: judge Chinese by term overlap
-            q = set(terms(question))
-            return bool(q) and len(q & set(terms(hit.text))) / len(q) >= self.cfg.min_overlap
-        return hit.similarity >= self.cfg.min_similarity
+    def relevance(self, question: str, hits: list[Hit], lang: str) -> float:
+        """How well the best excerpt covers the question: the gate compares this to a threshold.
+
+        English: the best dense similarity. Chinese: the best share of the question's term weight
+        (IDF) found in one excerpt (the default embedder is English-only). `appliance eval gate` measures both
+        on labelled answerable/unanswerable questions and picks the thresholds.
+        """
+        if not hits:
+            return -1.0
+        if lang == "zh" and self.retriever is not None:
+            return max(coverage(self.retriever, question, h.text) for h in hits)
+        return max(h.similarity for h in hits)
+
+    def _threshold(self, lang: str) -> float:
+        return self.cfg.min_overlap if lang == "zh" else self.cfg.min_similarity
 
     def _fit(self, system: dict, history: list[dict], turn: dict) -> list[dict]:
         """Drop the oldest history turns until the prompt fits the context budget."""
@@ -146,4 +156,4 @@ def _question_turn(question: str, citations: list[dict], lang: str) -> dict:
 def _citation(n: int, hit: Hit, max_chars: int) -> dict:
     return {"n": n, "source": hit.source, "page": hit.page, "heading": hit.heading, "score": hit.score,
             "similarity": hit.similarity, "snippet": hit.text[:240], "text": hit.text[:max_chars],
-            "start": hit.start, "end": hit.end}
+            "start": hit.start, "end": hit.end, "also_in": hit.also_in}
