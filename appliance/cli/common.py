@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,3 +28,13 @@ def load_cli_settings(config: Path | None = None) -> Settings:
     settings = load_settings(config)
     install_guard(settings.offline, settings.offline_allow_hosts)
     return settings
+
+
+def list_by_default(group: typer.Typer, list_command: Callable[[Path | None], None]) -> None:
+    """Run `list_command` when `group` is called without a sub-command (`appliance docs`, …)."""
+
+    @group.callback(invoke_without_command=True)
+    def _default(ctx: typer.Context, config: ConfigOpt = None) -> None:
+        if ctx.invoked_subcommand is None:
+            list_command(config)
+

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, load_cli_settings
+from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, list_by_default, load_cli_settings
 from knowledge.report import FileResult, IngestReport
 from knowledge.report import Progress as IngestProgress
 
@@ -95,13 +95,6 @@ def print_report(report: IngestReport) -> None:
         + (f"; {report.deduplicated} repeated chunks left out" if report.deduplicated else "")
         + (f"; ignored types: {ignored}" if ignored else "")
         + (f"; repaired {report.repaired} leftovers of an interrupted run" if report.repaired else ""))
-
-
-@docs_app.callback(invoke_without_command=True)
-def docs_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
-    """Without a sub-command: list documents."""
-    if ctx.invoked_subcommand is None:
-        docs_list(config)
 
 
 @docs_app.command("list")
@@ -232,3 +225,5 @@ class _NoEngine:
     def __init__(self, info) -> None:
         self.info = info
 
+
+list_by_default(docs_app, docs_list)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from appliance.cli.common import ConfigOpt, console, err_console, load_cli_settings
+from appliance.cli.common import ConfigOpt, console, err_console, list_by_default, load_cli_settings
 
 models_app = typer.Typer(no_args_is_help=False, help="Register, inspect and verify GGUF models.")
 
@@ -22,13 +22,6 @@ def _registry(config: Path | None = None):
     from appliance.models.registry import ModelRegistry
 
     return ModelRegistry(load_cli_settings(config).data_path)
-
-
-@models_app.callback(invoke_without_command=True)
-def models_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
-    """Without a sub-command: list the registered models."""
-    if ctx.invoked_subcommand is None:
-        models_list(config)
 
 
 @models_app.command("list")
@@ -91,3 +84,6 @@ def models_verify(name: Annotated[str | None, typer.Argument()] = None,
         console.print(f"[{'green' if ok else 'red'}]{'ok ' if ok else 'BAD'}[/] {model}: {message}")
     if not all(ok for _, ok, _ in results):
         raise typer.Exit(1)
+
+
+list_by_default(models_app, models_list)

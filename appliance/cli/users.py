@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from appliance.cli.common import ConfigOpt, console, err_console, load_cli_settings
+from appliance.cli.common import ConfigOpt, console, err_console, list_by_default, load_cli_settings
 
 users_app = typer.Typer(no_args_is_help=False, help="Accounts and API keys.")
 key_app = typer.Typer(no_args_is_help=True, help="API keys of a user.")
@@ -29,13 +29,6 @@ def _read_password(stdin: bool, confirm: bool = True) -> str:
     if stdin:
         return sys.stdin.readline().rstrip("\n")
     return typer.prompt("Password", hide_input=True, confirmation_prompt=confirm)
-
-
-@users_app.callback(invoke_without_command=True)
-def users_default(ctx: typer.Context, config: ConfigOpt = None) -> None:
-    """Without a sub-command: list users."""
-    if ctx.invoked_subcommand is None:
-        users_list(config)
 
 
 @users_app.command("list")
@@ -83,3 +76,6 @@ def key_revoke(key: Annotated[str, typer.Argument(help="The key, its id, or a us
     err_console.print(f"revoked {n} key(s)")
     if not n:
         raise typer.Exit(1)
+
+
+list_by_default(users_app, users_list)
