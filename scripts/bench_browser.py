@@ -50,13 +50,13 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def run_level(browser, server, n: int) -> dict:
+def run_level(browser, server, n: int, tag: int) -> dict:
     pages = []
     for i in range(n):
         page = browser.new_context().new_page()
         page.goto(server.url + "/")
         page.wait_for_selector("input[type=password]", timeout=60_000)
-        page.fill("input[type=text]", f"bench{i}")
+        page.fill("input[type=text]", f"bench{tag}-{i}")  # fresh users: "done" = their first saved chat
         page.fill("input[type=password]", f"bench-password-{i}")
         page.click("button:has-text('Login')")
         page.wait_for_selector("#question textarea", timeout=60_000)
@@ -93,11 +93,12 @@ def main() -> None:
         server = start_server(Path(tmp), env={"APPLIANCE_ENGINE__N_SEQ_MAX": str(max(levels)),
                                               "APPLIANCE_ENGINE__N_CTX": str(2048 * max(levels))})
         try:
-            for i in range(max(levels)):
-                server.cli("users", "add", f"bench{i}", "--password-stdin", stdin=f"bench-password-{i}\n")
+            for tag, n in enumerate(levels):
+                for i in range(n):
+                    server.cli("users", "add", f"bench{tag}-{i}", "--password-stdin", stdin=f"bench-password-{i}\n")
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-                rows = [run_level(browser, server, n) for n in levels]
+                rows = [run_level(browser, server, n, tag) for tag, n in enumerate(levels)]
                 browser.close()
         finally:
             server.stop()
