@@ -79,9 +79,13 @@ class Retriever:
         top = [c for c, _ in order[: max(k, 20) if self._reranker else k]]
         also = dict(order)
         missing = [c for c in top if c not in sims]
-        if missing:  # lexical-only hits: compute their dense similarity for the relevance gate
-            vecs = self.kb.embedder.encode([rows[c]["text"] for c in missing])
-            sims.update({c: float(v @ vector) for c, v in zip(missing, vecs, strict=True)})
+        if missing:  # lexical-only hits: their dense similarity (for the gate) from the stored vectors
+            stored = self.kb.store.vectors(missing)
+            sims.update({c: float(v @ vector) for c, v in stored.items()})
+            rest = [c for c in missing if c not in stored]
+            if rest:  # not in the vector store (an interrupted write): embed them now
+                vecs = self.kb.embedder.encode([rows[c]["text"] for c in rest])
+                sims.update({c: float(v @ vector) for c, v in zip(rest, vecs, strict=True)})
         hits = [_hit(c, rows[c], fused[c], sims[c], also[c]) for c in top]
         if self._reranker:
             scores = self._reranker.predict([(query, h.text) for h in hits])

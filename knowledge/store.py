@@ -97,6 +97,13 @@ class VectorStore:
                 return out
             offset += len(got)
 
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of `ids` (missing ids are left out)."""
+        if not ids:
+            return {}
+        got = self._col.get(ids=list(ids), include=["embeddings"])
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"], strict=True)}
+
     def query(self, vector: np.ndarray, n: int) -> list[DenseHit]:
         """Nearest chunks to a unit vector."""
         total = self.count()
