@@ -82,3 +82,25 @@ def test_empty_and_image(tmp_path):
         load(tmp_path / "e.txt", b"")
     with pytest.raises(LoaderError, match="OCR not available"):
         load(tmp_path / "scan.png", b"\x89PNG\r\n\x1a\n" + b"0" * 50)
+
+
+def test_pptx_and_xlsx_load_by_default(tmp_path):
+    """python-pptx and openpyxl are installed with the product: the UI offers these types."""
+    from openpyxl import Workbook
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Quarterly backup drill"
+    box = slide.shapes.add_textbox(Inches(1), Inches(2), Inches(6), Inches(1))
+    box.text_frame.text = "Restore the archive to the spare server within four hours."
+    deck.save(tmp_path / "drill.pptx")
+    book = Workbook()
+    book.active.append(["host", "port"])
+    book.active.append(["kb.intranet", 8000])
+    book.save(tmp_path / "hosts.xlsx")
+    slides = load(tmp_path / "drill.pptx", (tmp_path / "drill.pptx").read_bytes())
+    sheet = load(tmp_path / "hosts.xlsx", (tmp_path / "hosts.xlsx").read_bytes())
+    assert "four hours" in " ".join(s.text for s in slides.sections) and slides.kind == "pptx"
+    assert "kb.intranet" in " ".join(s.text for s in sheet.sections) and sheet.kind == "xlsx"
