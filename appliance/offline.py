@@ -2,9 +2,13 @@
 
 `install_guard()` is called once at process start by the CLI (and by the server and tests).
 It sets the environment switches that libraries read (Hugging Face, Gradio, Chroma), then
-installs a `sys.addaudithook` that refuses `socket.connect`/`sendto` to any address that is
-not loopback or allow-listed. Audit hooks cannot be removed, so the policy lives in a
-module-level `_POLICY` that a later `install_guard()` call may update.
+installs a `sys.addaudithook` that refuses, for any host that is not loopback or allow-listed:
+`socket.connect`, `sendto` and `sendmsg`, and name resolution (`getaddrinfo`, `gethostbyname*`,
+`gethostbyaddr`), since a DNS query itself leaves the machine. Allow-listed names are resolved
+once, at install time, and their addresses admitted (clients resolve before they connect).
+Audit hooks cannot be removed, so the policy lives in a module-level `_POLICY` that a later
+`install_guard()` call may update. It covers Python sockets only: native code that opens its own
+sockets is not seen, which is why the README's systemd unit (IPAddressDeny) is the real control.
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ def install_guard(offline: bool = True, allow_hosts: list[str] | tuple[str, ...]
     if offline:
         for key, value in OFFLINE_ENV.items():
             os.environ[key] = value
+    _POLICY.enabled = False  # resolving the allow-list below must not trip the guard
+    _POLICY.allow = resolve_allowed(allow_hosts)
     _POLICY.enabled = offline
-    _POLICY.allow = {h.lower() for h in allow_hosts}
     if not _HOOK_INSTALLED:
         sys.addaudithook(_audit)
         _HOOK_INSTALLED = True
@@ -83,18 +88,64 @@ def is_allowed(host: str) -> bool:
         return False
 
 
+def resolve_allowed(hosts, resolve=None) -> set[str]:
+    """The allow-list as names plus the addresses they resolve to now (unresolvable names are kept,
+    with a warning: the guard then admits them by name only)."""
+    resolve = resolve or (lambda h: {info[4][0] for info in socket.getaddrinfo(h, None)})
+    allowed: set[str] = set()
+    for host in (h.lower().strip() for h in hosts):
+        if not host:
+            continue
+        allowed.add(host)
+        try:
+            ipaddress.ip_address(host)
+            continue
+        except ValueError:
+            pass
+        try:
+            allowed.update(a.lower() for a in resolve(host))
+        except OSError as e:
+            log.warning("offline_allow_hosts: %s does not resolve (%s); admitted by name only", host, e)
+    return allowed
+
+
+_RESOLVE_EVENTS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr")
+
+
 def _audit(event: str, args: tuple) -> None:
-    if not _POLICY.enabled or event not in ("socket.connect", "socket.sendto"):
+    if not _POLICY.enabled:
+        return
+    if event in _RESOLVE_EVENTS:
+        return _check_lookup(args[0])
+    if event not in ("socket.connect", "socket.sendto", "socket.sendmsg"):
         return
     sock, address = args[0], args[-1]
+    if address is None:  # sendmsg on a connected socket: the connect was checked
+        return
     if getattr(sock, "family", None) not in (socket.AF_INET, socket.AF_INET6):
         return  # Unix sockets and netlink stay on this machine.
     host = str(address[0]) if isinstance(address, tuple) and address else str(address)
-    if is_allowed(host):
+    if not is_allowed(host):
+        _refuse("a network connection to", address)
+
+
+def _check_lookup(host) -> None:
+    if host is None:
         return
-    stack = "".join(traceback.format_stack(limit=12)[:-1])
-    log.warning("offline guard refused a connection to %s", address)
+    name = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
+    try:
+        ipaddress.ip_address(name.strip("[]").split("%")[0])
+        return  # a numeric address needs no DNS; connect() decides whether it may be reached
+    except ValueError:
+        pass
+    if not is_allowed(name):
+        _refuse("a name lookup (DNS) of", name)
+
+
+def _refuse(what: str, target) -> None:
+    stack = "".join(traceback.format_stack(limit=12)[:-2])
+    log.warning("offline guard refused %s %s", what, target)
     raise OfflineViolation(
-        f"offline mode refused a network connection to {address!r}; set offline = false or add "
-        f"the host to offline_allow_hosts if this is intended.\nAttempted from:\n{stack}"
+        f"offline mode refused {what} {target!r}; set offline = false or add the host to "
+        f"offline_allow_hosts if this is intended.\nAttempted from:\n{stack}"
     )

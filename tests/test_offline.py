@@ -52,3 +52,36 @@ def test_guard_in_fresh_process():
             "try:\n    s.connect(('8.8.8.8', 53))\nexcept OfflineViolation as e:\n    print('refused')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "refused", out.stderr
+
+
+def test_name_lookups_of_other_hosts_are_refused():
+    """A DNS query leaves the machine by itself: refused before any packet is sent."""
+    install_guard(offline=True)
+    with pytest.raises(OfflineViolation, match="name lookup"):
+        socket.getaddrinfo("updates.example.com", 443)
+    with pytest.raises(OfflineViolation):
+        socket.gethostbyname("telemetry.example.org")
+    with pytest.raises(OfflineViolation):
+        socket.gethostbyname_ex("cdn.example.net")
+    assert socket.getaddrinfo("localhost", 80)  # loopback names and numeric addresses resolve
+    assert socket.getaddrinfo("127.0.0.1", 80)
+
+
+def test_sendmsg_to_another_host_is_refused():
+    install_guard(offline=True)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(OfflineViolation):
+        s.sendmsg([b"x"], [], 0, ("203.0.113.9", 53))
+
+
+def test_allow_listed_names_are_resolved_once_and_admitted():
+    from appliance.offline import resolve_allowed
+
+    table = {"models.intranet": {"10.20.0.5", "fd00::5"}}
+
+    def fake_resolve(host):
+        if host not in table:
+            raise socket.gaierror("no such host")
+        return table[host]
+
+    allowed = resolve_allowed(["Models.Intranet", "192.0.2.1", "gone.intranet", ""], fake_resolve)
+    assert allowed == {"models.intranet", "10.20.0.5", "fd00::5", "192.0.2.1", "gone.intranet"}

@@ -26,7 +26,8 @@ def load_cli_settings(config: Path | None = None) -> Settings:
     from appliance.offline import install_guard
 
     settings = load_settings(config)
-    install_guard(settings.offline, settings.offline_allow_hosts)
+    # The address the server binds to may be a name; resolving it is the one lookup it needs.
+    install_guard(settings.offline, [*settings.offline_allow_hosts, settings.host])
     return settings
 
 

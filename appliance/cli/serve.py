@@ -30,7 +30,10 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
 
     settings = load_cli_settings(config)
     if host:
+        from appliance.offline import install_guard
+
         settings.host = host
+        install_guard(settings.offline, [*settings.offline_allow_hosts, host])  # --host may be a name
     if port:
         settings.port = port
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
