@@ -50,3 +50,59 @@ def test_api_keys_hashed_and_revocable(tmp_path):
     k2 = users.create_key("alice")
     users.remove("alice")
     assert users.user_for_key(k2) is None
+
+
+def test_lockout_is_per_address_so_others_can_still_log_in(tmp_path):
+    users = UserStore(tmp_path / "u.db")
+    users.add("admin", "password1", admin=True)
+    for _ in range(auth.MAX_FAILURES):
+        with pytest.raises(AuthError, match="wrong"):
+            users.login("admin", "guess", address="198.51.100.7")
+    with pytest.raises(AuthError, match="too many failed logins"):
+        users.login("admin", "password1", address="198.51.100.7")
+    assert users.login("admin", "password1", address="10.0.0.5").is_admin  # the real admin, elsewhere
+
+
+def test_lock_escalates_and_is_capped():
+    now = [1000.0]
+    throttle = auth.LoginThrottle(clock=lambda: now[0])
+    key = ("198.51.100.7", "admin")
+    for _ in range(auth.MAX_FAILURES):
+        throttle.failed(key)
+    assert throttle.wait(key) == auth.LOCK_SECONDS
+    throttle.failed(key)
+    assert throttle.wait(key) == 2 * auth.LOCK_SECONDS
+    for _ in range(20):
+        throttle.failed(key)
+    assert throttle.wait(key) == auth.LOCK_CAP_SECONDS
+    now[0] += auth.LOCK_CAP_SECONDS
+    assert throttle.wait(key) == 0.0
+    throttle.succeeded(key)
+    assert len(throttle) == 0
+
+
+def test_failure_records_are_bounded(monkeypatch):
+    monkeypatch.setattr(auth, "MAX_TRACKED", 100)
+    throttle = auth.LoginThrottle()
+    for i in range(1000):
+        throttle.failed((f"10.0.{i // 256}.{i % 256}", "admin"))
+    assert len(throttle) == 100
+
+
+def test_unknown_names_cost_a_hash_like_known_ones(tmp_path, monkeypatch):
+    users = UserStore(tmp_path / "u.db")
+    users.add("alice", "password1")
+    calls = []
+    real = auth.verify_password
+    monkeypatch.setattr(auth, "verify_password", lambda pw, stored: calls.append(stored) or real(pw, stored))
+    for name in ("alice", "nobody"):
+        with pytest.raises(AuthError, match="wrong user name or password"):
+            users.login(name, "wrong-password", address="")
+    assert len(calls) == 2 and all(c.startswith("scrypt$131072$") for c in calls)
+
+
+def test_new_hashes_use_owasp_cost_and_old_ones_still_verify():
+    assert hash_password("x" * 8).startswith("scrypt$131072$8$1$")
+    old = "scrypt$16384$8$1$" + "00" * 16 + "$" + __import__("hashlib").scrypt(
+        b"legacy-pass", salt=bytes(16), n=2**14, r=8, p=1, dklen=32).hex()
+    assert verify_password("legacy-pass", old) and not verify_password("other", old)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from appliance.config import Settings
 from appliance.server import documents_api, openai_api, prometheus, wire
-from appliance.server.auth import User
+from appliance.server.auth import CLIENT_ADDRESS, User
 from appliance.server.deps import admin_user, current_user, services
 from appliance.server.services import Services
 
@@ -70,6 +70,7 @@ def _add_access_log(app: FastAPI) -> None:
     @app.middleware("http")
     async def log_requests(request: Request, call_next):
         rid, t0 = uuid.uuid4().hex[:12], time.perf_counter()
+        CLIENT_ADDRESS.set(request.client.host if request.client else "")  # login throttling per address
         response = await call_next(request)
         # One structured line per request: ids, timing, never bodies (no document text, no passwords).
         access_log.info(json.dumps({"id": rid, "method": request.method, "path": request.url.path,

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.errors import ApplianceError
 from appliance.server.db import open_db
 
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+# OWASP's scrypt minimum (N=2^17, r=8, p=1): 128 MiB and a few hundred ms per hash. Older hashes
+# carry their own parameters and still verify. At most two hashes run at once, so a burst of logins
+# queues instead of allocating 128 MiB each.
+_SCRYPT = {"n": 2**17, "r": 8, "p": 1}
+_MAXMEM = 256 * 2**20
+_HASH_SLOTS = threading.BoundedSemaphore(2)
 KEY_PREFIX = "apl-"
-MAX_FAILURES = 5
-LOCK_SECONDS = 60.0
+MAX_FAILURES = 5          # free attempts per (client address, user name)
+LOCK_SECONDS = 60.0       # first lock; doubles with each further failure
+LOCK_CAP_SECONDS = 900.0
+MAX_TRACKED = 10_000      # failure records kept (least recently failed dropped first)
+# The client address of the request being served, set by the HTTP middleware; "" outside a request.
+CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, pw_hash TEXT NOT NULL, role TEXT NOT NULL,
@@ -43,20 +55,66 @@ class User:
         return self.role == "admin"
 
 
+def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    with _HASH_SLOTS:
+        return hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=_MAXMEM, dklen=32)
+
+
 def hash_password(password: str) -> str:
     """scrypt (memory-hard) with a random salt, in a self-describing string."""
     salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT, dklen=32)
+    digest = _scrypt(password, salt, **_SCRYPT)
     return f"scrypt${_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}${salt.hex()}${digest.hex()}"
 
 
 def verify_password(password: str, stored: str) -> bool:
     try:
         _, n, r, p, salt, digest = stored.split("$")
-        got = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=32)
+        got = _scrypt(password, bytes.fromhex(salt), int(n), int(r), int(p))
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(got.hex(), digest)
+
+
+@functools.lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    # Unknown names are checked against this, so a wrong name costs the same time as a wrong password.
+    return hash_password(secrets.token_urlsafe(16))
+
+
+class LoginThrottle:
+    """Failed logins per (client address, user name), with escalating locks and a bounded memory.
+
+    Keyed by address too, so someone elsewhere on the network cannot lock `admin` out for everyone.
+    """
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._failures: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def wait(self, key: tuple[str, str]) -> float:
+        """Seconds this key must still wait before it may try again (0 = may try)."""
+        with self._lock:
+            count, last = self._failures.get(key, (0, 0.0))
+        if count < MAX_FAILURES:
+            return 0.0
+        lock = min(LOCK_CAP_SECONDS, LOCK_SECONDS * 2 ** (count - MAX_FAILURES))
+        return max(0.0, lock - (self._clock() - last))
+
+    def failed(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            count, _ = self._failures.pop(key, (0, 0.0))
+            self._failures[key] = (count + 1, self._clock())
+            while len(self._failures) > MAX_TRACKED:
+                self._failures.popitem(last=False)
+
+    def succeeded(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._failures.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._failures)
 
 
 def _stamp(role: str, pw_hash: str) -> str:
@@ -74,7 +132,7 @@ class UserStore:
     def __init__(self, path: Path) -> None:
         self._conn = open_db(path, SCHEMA)
         self._lock = threading.Lock()
-        self._failures: dict[str, tuple[int, float]] = {}
+        self.throttle = LoginThrottle()
 
     # -- users ---------------------------------------------------------------------------
     def add(self, name: str, password: str, admin: bool = False) -> User:
@@ -120,17 +178,18 @@ class UserStore:
         return self._conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
 
     # -- login ---------------------------------------------------------------------------
-    def login(self, name: str, password: str) -> User:
-        """Check a password; after MAX_FAILURES wrong ones the account is locked LOCK_SECONDS."""
-        count, since = self._failures.get(name, (0, 0.0))
-        if count >= MAX_FAILURES and time.monotonic() - since < LOCK_SECONDS:
-            raise AuthError(f"too many failed logins; try again in {LOCK_SECONDS - (time.monotonic() - since):.0f}s")
+    def login(self, name: str, password: str, address: str | None = None) -> User:
+        """Check a password. After MAX_FAILURES wrong ones from one address for one name, that pair
+        waits LOCK_SECONDS, doubling per further failure up to LOCK_CAP_SECONDS."""
+        key = (CLIENT_ADDRESS.get() if address is None else address, name)
+        wait = self.throttle.wait(key)
+        if wait > 0:
+            raise AuthError(f"too many failed logins; try again in {wait:.0f}s")
         row = self._conn.execute("SELECT role, pw_hash FROM users WHERE name = ?", (name,)).fetchone()
-        if row is None or not verify_password(password, row[1]):
-            count = 0 if count >= MAX_FAILURES else count
-            self._failures[name] = (count + 1, time.monotonic())
+        if not verify_password(password, row[1] if row else _dummy_hash()) or row is None:
+            self.throttle.failed(key)
             raise AuthError("wrong user name or password")
-        self._failures.pop(name, None)
+        self.throttle.succeeded(key)
         return User(name, row[0], _stamp(row[0], row[1]))
 
     # -- API keys ------------------------------------------------------------------------
