@@ -56,16 +56,30 @@ def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
     progress.start(len(jobs) + report.count("unchanged"))
     for r in report.results:
         progress.file_done(r)
-    seen = {c.path for c in cands}
-    for path, rec in known.items():
-        if path not in seen:
-            kb.store.delete(rec.chunk_ids)
-            kb.db.remove_file(name, path)
-            report.results.append(FileResult(rec.source, "removed", len(rec.chunk_ids)))
+    _remove_deleted(kb, known, {c.path for c in cands}, report)
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="parse") as pool:
         _run(kb, jobs, pool, report, progress)
     report.timings["total"] = time.perf_counter() - t0
     return report
+
+
+def _remove_deleted(kb: KnowledgeBase, known: dict[str, FileRecord], seen: set[str], report: IngestReport) -> None:
+    """Files of this root that are gone leave the index; nothing under an unreadable folder does,
+    and nothing at all when the whole root came back empty (an unmounted share looks like that)."""
+    gone = {p: r for p, r in known.items() if p not in seen and not _under_any(p, report.unreadable)}
+    if gone and not seen and len(gone) == len(known):
+        report.results.append(FileResult(".", "skipped", 0, f"the folder is empty but {len(gone)} indexed files "
+                                         "came from it: kept (unmounted share?); remove them with "
+                                         "`appliance docs remove`"))
+        return
+    for path, rec in gone.items():
+        kb.store.delete(rec.chunk_ids)
+        kb.db.remove_file(kb.cfg.name, path)
+        report.results.append(FileResult(rec.source, "removed", len(rec.chunk_ids)))
+
+
+def _under_any(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
 def _plan(kb: KnowledgeBase, cands: list[Candidate], known: dict[str, FileRecord],

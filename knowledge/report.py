@@ -32,6 +32,8 @@ class IngestReport:
         ("walk", "parse", "chunk", "embed", "store", "total"), 0.0))
     bytes_read: int = 0
     repaired: int = 0
+    # Folders and files that could not be read this time: what the index holds under them is kept.
+    unreadable: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)

@@ -27,7 +27,11 @@ def walk(root: Path, report: IngestReport, wanted: Callable[[Path], bool]) -> It
     def skip(path: Path, reason: str) -> None:
         report.results.append(FileResult(path.relative_to(root).as_posix(), "skipped", 0, reason))
 
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: skip(
+    def unreadable(path: Path, reason: str) -> None:
+        report.unreadable.append(str(path))
+        skip(path, reason + "; what the index holds from it is kept")
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: unreadable(
             Path(e.filename), f"folder unreadable ({e.strerror})") if e.filename else None):
         here = Path(dirpath)
         for d in sorted(dirnames):
@@ -55,7 +59,7 @@ def walk(root: Path, report: IngestReport, wanted: Callable[[Path], bool]) -> It
             try:
                 st = p.stat()
             except OSError as e:
-                skip(p, f"cannot stat ({e.strerror})")
+                unreadable(p, f"cannot stat ({e.strerror})")
                 continue
             yield Candidate(str(p), root, p.relative_to(root).as_posix(), st.st_size, st.st_mtime)
 

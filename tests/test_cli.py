@@ -72,3 +72,19 @@ def test_ingest_then_ask_prints_answer_and_citations(data_dir, sample_docs):
     hits = json.loads(r.output)
     assert "zh/管理指南.html" in [h["source"] for h in hits]
     assert {"source", "page", "heading", "score", "text"} <= set(hits[0])
+
+
+def test_reindex_rebuilds_every_indexed_folder(data_dir, tmp_path):
+    """--reindex drops the whole index, so it reads every folder indexed so far, not only the one named."""
+    a, b = tmp_path / "team-a", tmp_path / "team-b"
+    for folder, text in ((a, "Team A deploys on Tuesdays."), (b, "Team B deploys on Fridays.")):
+        folder.mkdir()
+        (folder / "notes.md").write_text(f"# Deploys\n\n{text}\n")
+        assert runner.invoke(app, ["ingest", str(folder)]).exit_code == 0
+    result = runner.invoke(app, ["ingest", str(a), "--reindex"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "2 folder(s)" in result.output
+    listed = runner.invoke(app, ["search", "which day does team B deploy", "--json"])
+    assert "Fridays" in listed.output  # team B's folder was read again, not only the one named
+    stats = runner.invoke(app, ["docs", "stats"])
+    assert '"done": 2' in stats.output

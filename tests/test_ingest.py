@@ -129,3 +129,40 @@ def test_a_new_extraction_pipeline_reprocesses_unchanged_files(tmp_path, docs, e
     assert again and all(s == "changed" for s, _ in again.values()), again
     assert_consistent(kb)
     assert all(s == "unchanged" for s, _ in statuses(ingest(kb, docs)).values())
+
+
+def test_unreadable_folder_keeps_its_files_in_the_index(tmp_path, docs, embedder, monkeypatch):
+    """A subfolder that cannot be listed this time (permissions, a flaky share) is reported, and
+    what the index holds from it stays; files that are really gone elsewhere still leave."""
+    kb = open_kb(tmp_path / "data", embedder)
+    ingest(kb, docs)
+    real_scandir = os.scandir
+
+    def failing_scandir(path="."):
+        if os.fspath(path).endswith(os.sep + "sub"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing_scandir)
+    os.remove(docs / "a.md")
+    result = statuses(ingest(kb, docs))
+    assert result["sub"][0] == "skipped" and "kept" in result["sub"][1]
+    assert "sub/b.txt" not in result  # neither removed nor touched
+    assert result["a.md"][0] == "removed"
+    assert "sub/b.txt" in {r.source for r in kb.db.files(kb.cfg.name).values()}
+    assert_consistent(kb)
+
+
+def test_a_root_that_comes_back_empty_is_not_wiped(tmp_path, docs, embedder):
+    """An unmounted share looks like an empty folder: its files stay indexed, with a clear reason."""
+    kb = open_kb(tmp_path / "data", embedder)
+    ingest(kb, docs)
+    n = len(kb.db.files(kb.cfg.name))
+    empty = tmp_path / "mnt"
+    docs.rename(tmp_path / "elsewhere")
+    empty.mkdir()
+    empty.rename(docs)  # same path, nothing in it
+    result = statuses(ingest(kb, docs))
+    assert result["."][0] == "skipped" and "unmounted share" in result["."][1]
+    assert len(kb.db.files(kb.cfg.name)) == n and kb.store.count() > 0
+    assert_consistent(kb)

@@ -64,19 +64,31 @@ class _RichProgress(IngestProgress):
 
 def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of documents.")],
                    strict: bool = typer.Option(False, help="Exit non-zero if any file failed."),
-                   reindex: bool = typer.Option(False, help="Drop the index first (after an embedding "
-                                                "model change)."),
+                   reindex: bool = typer.Option(False, help="Rebuild the whole index (after an embedding "
+                                                "model change): every folder indexed so far, and FOLDER."),
                    config: ConfigOpt = None) -> None:
     """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
     from appliance.server.documents import DocumentsService
+    from appliance.server.services import indexed_roots
 
+    settings = load_cli_settings(config)
+    folders = [folder.expanduser().resolve()]
+    if reindex:  # the rebuild drops every folder's entries, so every folder is read again
+        folders += [r for r in indexed_roots(settings) if r not in folders]
+        err_console.print(f"rebuilding the whole index from {len(folders)} folder(s): "
+                          + ", ".join(str(f) for f in folders), highlight=False)
     kb = _kb(config, reindex=reindex)
     documents = DocumentsService(kb, kb.data_dir / "uploads")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        report = documents.ingest(folder, _RichProgress(bar))
-    print_report(report)
-    if strict and report.count("failed"):
+    reports = []
+    for root in folders:
+        if not root.is_dir():
+            err_console.print(f"[yellow]skipped {root}: not a folder now; its files left the index[/]")
+            continue
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console, transient=True) as bar:
+            reports.append(documents.ingest(root, _RichProgress(bar)))
+        print_report(reports[-1])
+    if strict and any(r.count("failed") for r in reports):
         raise typer.Exit(1)
 
 

@@ -13,6 +13,7 @@ from appliance.server.auth import UserStore
 from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
+from knowledge.db import KnowledgeDB
 from knowledge.kb import KBConfig, KnowledgeBase
 from knowledge.retrieve import Retriever
 
@@ -75,6 +76,19 @@ def open_kb(settings: Settings, embedder=None, reindex: bool = False) -> Knowled
     model = settings.resolve(settings.embedding_model) if settings.embedding_model else None
     return KnowledgeBase(settings.data_path, kb_config(settings), embedder=embedder, embedding_model=model,
                          reindex=reindex)
+
+
+def indexed_roots(settings: Settings) -> list[Path]:
+    """Folders the knowledge base holds files from, read from the manifest alone (no vector store, no
+    embedding model: it works when the configured model no longer matches the index)."""
+    path = settings.data_path / "knowledge.db"
+    if not path.is_file():
+        return []
+    db = KnowledgeDB(path)
+    try:
+        return sorted({Path(r.root) for r in db.files(settings.knowledge.collection).values()})
+    finally:
+        db.close()
 
 
 def open_documents(settings: Settings) -> DocumentsService:
