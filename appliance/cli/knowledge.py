@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, list_by_default, load_cli_settings
+from appliance.locks import refuse_if_served
 from knowledge.report import FileResult, IngestReport
 from knowledge.report import Progress as IngestProgress
 
@@ -33,10 +34,17 @@ def _kb(config: Path | None, reindex: bool = False):
     return open_kb(load_cli_settings(config), reindex=reindex)
 
 
-def _documents(config: Path | None):
+def _documents(config: Path | None, writes: bool = False):
     from appliance.server.services import open_documents
 
-    return open_documents(load_cli_settings(config))
+    settings = load_cli_settings(config)
+    if writes:
+        refuse_if_served(settings.data_path)
+    return open_documents(settings, on_wait=_say_waiting)
+
+
+def _say_waiting(holder: str) -> None:
+    err_console.print(f"waiting: another process ({holder}) is writing this knowledge base…", highlight=False)
 
 
 class _RichProgress(IngestProgress):
@@ -72,13 +80,14 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
     from appliance.server.services import indexed_roots
 
     settings = load_cli_settings(config)
+    refuse_if_served(settings.data_path)
     folders = [folder.expanduser().resolve()]
     if reindex:  # the rebuild drops every folder's entries, so every folder is read again
         folders += [r for r in indexed_roots(settings) if r not in folders]
         err_console.print(f"rebuilding the whole index from {len(folders)} folder(s): "
                           + ", ".join(str(f) for f in folders), highlight=False)
     kb = _kb(config, reindex=reindex)
-    documents = DocumentsService(kb, kb.data_dir / "uploads")
+    documents = DocumentsService(kb, kb.data_dir / "uploads", on_wait=_say_waiting)
     reports = []
     for root in folders:
         if not root.is_dir():
@@ -128,7 +137,7 @@ def docs_stats(config: ConfigOpt = None) -> None:
 def docs_remove(path: Annotated[str, typer.Argument(help="Absolute path, or source path as listed.")],
                 config: ConfigOpt = None) -> None:
     """Remove one document from the index (the file itself is not touched, except an upload's copy)."""
-    for rec in _documents(config).remove(path):
+    for rec in _documents(config, writes=True).remove(path):
         console.print(f"removed {rec.source} ({len(rec.chunk_ids)} chunks)")
 
 

@@ -26,6 +26,7 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
     import uvicorn
 
     from appliance.compose import build_app
+    from appliance.locks import ServerLease
     from appliance.server.services import build_services, first_start
 
     settings = load_cli_settings(config)
@@ -37,18 +38,20 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
     if port:
         settings.port = port
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    err_console.print("loading models…")
-    svc = build_services(settings)
-    password = first_start(svc)
-    if password:
-        console.print(f"[bold]First start:[/] created administrator [bold]admin[/] with password "
-                      f"[bold]{password}[/] (shown once; change it with `appliance users passwd admin`)")
-    app = build_app(settings, svc, ui=not no_ui)
-    console.print(f"serving on http://{settings.host}:{settings.port}  (model {svc.engine.model_name})")
-    try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
-    finally:
-        svc.close()
+    # The server owns the data directory while it runs: command-line writers refuse meanwhile.
+    with ServerLease(settings.data_path, settings.host, settings.port):
+        err_console.print("loading models…")
+        svc = build_services(settings)
+        password = first_start(svc)
+        if password:
+            console.print(f"[bold]First start:[/] created administrator [bold]admin[/] with password "
+                          f"[bold]{password}[/] (shown once; change it with `appliance users passwd admin`)")
+        app = build_app(settings, svc, ui=not no_ui)
+        console.print(f"serving on http://{settings.host}:{settings.port}  (model {svc.engine.model_name})")
+        try:
+            uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+        finally:
+            svc.close()
 
 
 def ask_command(question: Annotated[str, typer.Argument(help="The question.")],

@@ -1,7 +1,7 @@
 """The documents service: list, upload, remove and re-index, used by the UI, the CLI and the API.
 
-Every write goes through `_writer` (one ingest, remove or re-index at a time in this process),
-so the UI, an upload and the API never write the manifest and the vector store together.
+Every write goes through `_writer`: one ingest, remove, re-index or upload at a time in this
+process, and none while another process writes the same data directory (`appliance.locks`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ import filecmp
 import re
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from appliance.locks import WriterLock
 from knowledge.errors import KnowledgeError
 from knowledge.ingest import ingest
 from knowledge.kb import KnowledgeBase
@@ -42,11 +44,18 @@ class IngestCounters:
 class DocumentsService:
     """The knowledge base's documents as users and admins see them."""
 
-    def __init__(self, kb: KnowledgeBase, uploads_dir: Path) -> None:
+    def __init__(self, kb: KnowledgeBase, uploads_dir: Path, on_wait=None) -> None:
         self.kb = kb
         self.uploads_dir = Path(uploads_dir)
         self.counters = IngestCounters()
-        self._writer = threading.Lock()
+        self._in_process = threading.Lock()
+        self._on_wait = on_wait  # told who holds the data directory's writer lock, before waiting
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """This process's writers one at a time, and no other process's writer meanwhile."""
+        with self._in_process, WriterLock(self.kb.data_dir, self._on_wait):
+            yield
 
     # -- reads ---------------------------------------------------------------------------
     def list(self) -> list[FileRecord]:
@@ -74,7 +83,7 @@ class DocumentsService:
     # -- writes --------------------------------------------------------------------------
     def ingest(self, folder: Path, progress: Progress | None = None) -> IngestReport:
         """Index a folder (incremental)."""
-        with self._writer:
+        with self._writer():
             self.counters.running = True
             try:
                 report = ingest(self.kb, folder, progress)
@@ -86,7 +95,7 @@ class DocumentsService:
     def remove(self, ref: str) -> list[FileRecord]:
         """Remove matching documents from the index; an uploaded copy is deleted too, so a
         re-index does not bring it back. Raises KnowledgeError when nothing matches."""
-        with self._writer:
+        with self._writer():
             matches = self.find(ref)
             if not matches:
                 raise KnowledgeError(f"no indexed document {ref!r} (see appliance docs list)")

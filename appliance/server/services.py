@@ -91,9 +91,9 @@ def indexed_roots(settings: Settings) -> list[Path]:
         db.close()
 
 
-def open_documents(settings: Settings) -> DocumentsService:
+def open_documents(settings: Settings, on_wait=None) -> DocumentsService:
     """The documents service over the configured knowledge base, for commands without a server."""
-    return DocumentsService(open_kb(settings), settings.data_path / "uploads")
+    return DocumentsService(open_kb(settings), settings.data_path / "uploads", on_wait=on_wait)
 
 
 def first_start(services: Services) -> str | None:
