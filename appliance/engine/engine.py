@@ -34,6 +34,8 @@ class Engine:
         self.knobs = knobs
         self.info = info
         self.model_name = model_name or Path(ctx.model_path).stem
+        self._ctx_config = ctx
+        self.restarts: list[float] = []  # when the context was rebuilt after a failure
         self.runner = LlamaRunner(ctx)
         try:
             self._setup(ctx, knobs, info)
@@ -44,6 +46,16 @@ class Engine:
         self._thread.start()
 
     def _setup(self, ctx: ContextConfig, knobs: EngineSettings, info: ModelInfo | None) -> None:
+        self._setup_runtime(ctx, knobs, info)
+        self.metrics = EngineMetrics()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._channels: dict[int, Channel] = {}
+        self._stopping = False
+        self.error: BaseException | None = None
+
+    def _setup_runtime(self, ctx: ContextConfig, knobs: EngineSettings, info: ModelInfo | None) -> None:
+        """What a context rebuild recreates: the KV ledger, the scheduler, the chat template."""
         r = self.runner
         bytes_per_token = info.kv_bytes_per_token(ctx.type_k, ctx.type_v) if info else 0
         self.cache = KVCache(r.n_ctx, r.n_seq_max, memory=r, bytes_per_token=bytes_per_token)
@@ -56,12 +68,6 @@ class Engine:
         self.bos_text = r.token_text(special["bos"]) if special["bos"] >= 0 else ""
         eos_text = r.token_text(special["eos"]) if special["eos"] >= 0 else ""
         self.template = ChatTemplate(r.chat_template(), self.bos_text, eos_text)
-        self.metrics = EngineMetrics()
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._channels: dict[int, Channel] = {}
-        self._stopping = False
-        self.error: BaseException | None = None
 
     @classmethod
     def from_config(cls, settings: Settings) -> Engine:
@@ -150,22 +156,50 @@ class Engine:
 
     # -- the engine thread ---------------------------------------------------------------
     def _loop(self) -> None:
-        try:
-            while True:
-                with self._wake:
-                    while not self._stopping and not self.scheduler.has_work():
-                        self._wake.wait(timeout=0.5)
-                    if self._stopping:
-                        return
-                self.step()
-        except BaseException as e:  # noqa: BLE001 - fail every request, never hang callers
-            log.exception("engine thread crashed")
-            self.error = e
-            with self._lock:
-                for seq in [*self.scheduler.running, *self.scheduler.waiting]:
-                    self.scheduler.finish(seq, "error")
-                    self._send(seq, e)
-                self.scheduler.finished.clear()
+        while True:
+            try:
+                while True:
+                    with self._wake:
+                        while not self._stopping and not self.scheduler.has_work():
+                            self._wake.wait(timeout=0.5)
+                        if self._stopping:
+                            return
+                    self.step()
+            except BaseException as e:  # noqa: BLE001 - fail the requests in flight, never hang callers
+                log.exception("engine step failed; the context is rebuilt")
+                self.error = e  # /healthz says degraded until the rebuild is done
+                self._fail_all(e)
+                if not self._rebuild():
+                    return
+
+    def _fail_all(self, error: BaseException) -> None:
+        with self._lock:
+            for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+                self.scheduler.finish(seq, "error")
+                self._send(seq, error)
+                self._channels.pop(seq.id, None)
+            self.scheduler.finished.clear()
+
+    def _rebuild(self) -> bool:
+        """A fresh llama.cpp context after a failure; at most 3 in 10 minutes (then the engine stops
+        and new requests get EngineStopped: a context that keeps breaking needs an operator)."""
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < 600] + [now]
+        if len(self.restarts) > 3 or self._stopping:
+            log.error("engine stopped: too many context failures")
+            return False
+        with self._lock:
+            try:
+                self.runner.close()
+                self.runner = LlamaRunner(self._ctx_config)
+                self._setup_runtime(self._ctx_config, self.knobs, self.info)
+            except BaseException as e:  # noqa: BLE001 - cannot rebuild: stay stopped, say why
+                log.exception("engine context rebuild failed")
+                self.error = e
+                return False
+            self.error = None
+        log.warning("engine context rebuilt (%d in the last 10 minutes)", len(self.restarts))
+        return True
 
     def step(self) -> bool:
         """One scheduling round: returns False when there was nothing to run."""
@@ -184,9 +218,20 @@ class Engine:
                 self.metrics.on_step(sum(len(i.tokens) for i in items))
                 for item in items:
                     if item.logits and item.seq.slot is not None:
-                        self._sample(item)
+                        self._sample_or_fail(item)
             self._deliver_finished()
         return True
+
+    def _sample_or_fail(self, item: BatchItem) -> None:
+        """One sequence's sampling failing (a sampler error, a broken token) ends that request only."""
+        try:
+            self._sample(item)
+        except Exception as e:  # noqa: BLE001 - isolate the failure to its own request
+            log.exception("request %d failed while sampling", item.seq.id)
+            self._send(item.seq, e)
+            self._channels.pop(item.seq.id, None)
+            if not item.seq.is_finished:
+                self.scheduler.finish(item.seq, "error")
 
     def _sample(self, item: BatchItem) -> None:
         seq, runner = item.seq, self.runner
