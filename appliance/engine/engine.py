@@ -63,7 +63,11 @@ class Engine:
             max_running=r.n_seq_max if knobs.continuous_batching else 1,
             n_batch=r.n_batch, prefill_chunk=knobs.prefill_chunk, gen_reserve=knobs.gen_reserve,
             max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue,
-            prefix_cache=knobs.prefix_cache))
+            # Recurrent and hybrid models keep one state per sequence, not per position: a prefix
+            # cannot be shared or cut back, so they run without the prefix cache.
+            prefix_cache=knobs.prefix_cache and not r.recurrent))
+        if r.recurrent and knobs.prefix_cache:
+            log.warning("%s is recurrent/hybrid: prefix cache off", self.model_name)
         special = r.special_tokens()
         self.bos_text = r.token_text(special["bos"]) if special["bos"] >= 0 else ""
         eos_text = r.token_text(special["eos"]) if special["eos"] >= 0 else ""

@@ -108,6 +108,10 @@ class ContextConfig:
     flash_attn: str = "auto"
     type_k: str = "f16"
     type_v: str = "f16"
+    # Keep the full KV of sliding-window layers (None = yes for models that have them). Without it
+    # llama.cpp reuses the cells of positions that left the window, and a cached prefix shared into a
+    # new sequence misses them: wrong output, silently (Gemma 3: max KL 4.8 against a cold run).
+    swa_full: bool | None = None
 
 
 class LlamaRunner:
@@ -136,6 +140,8 @@ class LlamaRunner:
             self.n_ctx = lib.llama_n_ctx(self._ctx)
             self.n_batch = lib.llama_n_batch(self._ctx)
             self.n_seq_max = lib.llama_n_seq_max(self._ctx)
+            self.n_swa = lib.llama_model_n_swa(self._model)
+            self.recurrent = bool(lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model))
             self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
         except BaseException:
             self.close()
@@ -156,6 +162,7 @@ class LlamaRunner:
         # One pool of cells shared by all sequences: this is what makes seq_cp free and lets a
         # shared system prompt occupy its cells once.
         p.kv_unified = True
+        p.swa_full = cfg.swa_full if cfg.swa_full is not None else lib.llama_model_n_swa(self._model) > 0
         p.no_perf = True
         return p
 
