@@ -93,19 +93,16 @@ class Retriever:
         return hits[:k]
 
 
-def coverage(retriever: Retriever, question: str, text: str) -> float:
-    """Share of the question's term weight (IDF over the index) that `text` contains, 0..1.
-
-    Rare words decide: "install Microsoft Office" is not covered by a passage that only shares
-    "install", which every manual says.
-    """
-    q = terms(question)
-    weights = retriever.kb.db.idf(q)
+def coverage(retriever: Retriever, question: str, texts: list[str]) -> float:
+    """The best share, over `texts`, of the question's term weight (IDF over the index) that one
+    text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
+    that only shares "install", which every manual says."""
+    weights = retriever.kb.db.idf(terms(question))
     total = sum(weights.values())
     if not total:
         return 0.0
-    found = set(terms(text))
-    return sum(w for t, w in weights.items() if t in found) / total
+    return max((sum(w for t, w in weights.items() if t in found) / total
+                for found in (set(terms(text)) for text in texts)), default=0.0)
 
 
 def _diverse(order: list[str], rows: dict[str, dict], max_per_file: int) -> list[tuple[str, list[str]]]:

@@ -90,13 +90,13 @@ class ChatService:
         """How well the best excerpt covers the question: the gate compares this to a threshold.
 
         English: the best dense similarity. Chinese: the best share of the question's term weight
-        (IDF) found in one excerpt (the default embedder is English-only). `appliance eval gate` measures both
-        on labelled answerable/unanswerable questions and picks the thresholds.
+        (IDF) found in one excerpt (the default embedder is English-only). `appliance eval gate`
+        measures both on labelled answerable/unanswerable questions and picks the thresholds.
         """
         if not hits:
             return -1.0
         if lang == "zh" and self.retriever is not None:
-            return max(coverage(self.retriever, question, h.text) for h in hits)
+            return coverage(self.retriever, question, [h.text for h in hits])
         return max(h.similarity for h in hits)
 
     def _threshold(self, lang: str) -> float:
