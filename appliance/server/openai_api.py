@@ -11,6 +11,7 @@ import time
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from appliance.engine.chat_template import ChatTemplateError
 from appliance.engine.errors import EngineOverloaded, EngineStopped, PromptTooLong
 from appliance.server import wire
 from appliance.server.auth import User
@@ -69,6 +70,8 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
                             headers={"Retry-After": str(int(e.retry_after + 0.999))}) from None
     except PromptTooLong as e:
         raise wire.ApiError(400, str(e), "context_length_exceeded") from None
+    except ChatTemplateError as e:  # a role or content the model's chat template cannot take
+        raise wire.ApiError(400, str(e), "invalid_request") from None
     except EngineStopped as e:
         raise wire.ApiError(503, str(e), "engine_stopped", "server_error", headers={"Retry-After": "30"}) from None
     except ValueError as e:

@@ -24,14 +24,22 @@ def error_body(message: str, code: str, type_: str) -> dict:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
+class ContentPart(BaseModel):
+    """One part of a message's content list ({"type": "text", "text": "…"}); other types are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: str = "text"
+    text: str = ""
+
+
 class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: str
-    content: str | list | None = ""
+    content: str | list[ContentPart] | None = ""
 
     def text(self) -> str:
-        if isinstance(self.content, list):  # [{"type": "text", "text": ...}, ...]
-            return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content if p.type == "text")
         return self.content or ""
 
 
