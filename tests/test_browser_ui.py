@@ -138,3 +138,30 @@ def test_busy_engine_shows_the_retry_message(browser, tmp_path):
             page.context.close()
     finally:
         busy.stop()
+
+
+def _metric(server, name: str) -> float:
+    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), 0.0)
+
+
+@pytest.mark.parametrize("how", ["stop button", "closing the tab"])
+def test_stopping_an_answer_frees_the_engine(browser, server, how):
+    """Stop (or closing the tab) cancels the generation in the engine and frees its KV cells."""
+    ctx, page = _login(browser, server, "reader", "reader-password")
+    page.fill("#question textarea", "Explain everything the guide says about security, backups and monitoring.")
+    page.click("#ask")
+    page.wait_for_function("() => { const b = document.querySelectorAll('#chatbot .message'); "
+                           "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 20; }", timeout=120_000)
+    if _metric(server, "appliance_running") < 1:
+        pytest.skip("the answer ended before it could be stopped")  # not expected with 512 tokens allowed
+    cancelled = _metric(server, 'appliance_requests_total{reason="cancelled"}')
+    page.click("#stop") if how == "stop button" else ctx.close()
+    deadline = time.monotonic() + 30
+    while _metric(server, "appliance_running") > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _metric(server, "appliance_running") == 0
+    assert _metric(server, 'appliance_requests_total{reason="cancelled"}') == cancelled + 1  # cancelled, not ended
+    assert _metric(server, "appliance_kv_cells_used") == _metric(server, "appliance_kv_cells_cached")  # none live
+    if how == "stop button":
+        ctx.close()
