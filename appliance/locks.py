@@ -3,9 +3,10 @@
 Chroma's PersistentClient is not safe when two processes write one store, and one process's
 crash repair would delete another's journalled, not yet committed vectors. So:
 - every index write (ingest, remove, re-index, upload, repair) holds `writer.lock` (flock, exclusive);
-- `appliance serve` holds `server.lock` while it runs, with `server.json` saying where it listens,
-  and command-line writers refuse to touch a directory a running server owns (they name the server's
-  documents API and the UI instead).
+- `appliance serve` holds `server.lock` while it runs, with `server.json` saying where it listens and
+  holding a per-run local token (file mode 0600, so only the data directory's owner reads it).
+  Command-line writers never open the index a running server owns: they hand the job to the server
+  through its documents API with that token (`appliance.cli.handoff`).
 flock locks belong to the open file, so they vanish with the process: a crash never leaves one stale.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,7 +61,10 @@ class ServerLease:
     """Held by `appliance serve` for its lifetime; refuses to start beside another server."""
 
     def __init__(self, data_dir: Path, host: str, port: int) -> None:
-        self.dir, self.info = Path(data_dir), {"pid": os.getpid(), "host": host, "port": port}
+        # The token lets local command-line writers act through the server as an administrator.
+        self.token = secrets.token_urlsafe(32)
+        self.dir = Path(data_dir)
+        self.info = {"pid": os.getpid(), "host": host, "port": port, "token": self.token}
         self._fh = None
 
     def __enter__(self) -> ServerLease:
@@ -72,7 +77,11 @@ class ServerLease:
             other = running_server(self.dir) or {}
             raise WriterBusy(f"another appliance server (pid {other.get('pid', '?')}, port "
                              f"{other.get('port', '?')}) already serves {self.dir}") from None
-        (self.dir / "server.json").write_text(json.dumps(self.info))
+        info = self.dir / "server.json"
+        info.unlink(missing_ok=True)
+        fd = os.open(info, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(self.info))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -99,13 +108,8 @@ def running_server(data_dir: Path) -> dict | None:
     return None
 
 
-def refuse_if_served(data_dir: Path) -> None:
-    """Command-line writers call this first: a running server owns the index."""
-    server = running_server(data_dir)
-    if server is None:
-        return
-    url = f"http://{server.get('host', '127.0.0.1')}:{server.get('port', 8000)}"
-    raise WriterBusy(f"the appliance server (pid {server.get('pid', '?')}) is running on {data_dir}; two processes "
-                     f"must not write one index. Add or remove documents through it: the UI's Documents tab, or "
-                     f"curl -H 'Authorization: Bearer KEY' -F files=@FILE {url}/v1/documents (see README); "
-                     f"or stop the server first.")
+def server_url(server: dict) -> str:
+    """The base URL a local client reaches the server at (a wildcard bind means loopback)."""
+    host = server.get("host") or "127.0.0.1"
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{'[' + host + ']' if ':' in host else host}:{server.get('port', 8000)}"

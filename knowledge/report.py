@@ -50,6 +50,14 @@ class IngestReport:
     def problems(self) -> list[FileResult]:
         return [r for r in self.results if r.status in ("failed", "skipped")]
 
+    def summary(self) -> dict:
+        """The report as plain data: what the documents API returns and the CLI prints."""
+        return {"root": self.root, "chunks": self.chunks, "seconds": round(self.timings["total"], 3),
+                "counts": {s: self.count(s) for s in ("new", "changed", "unchanged", "removed", "failed", "skipped")},
+                "problems": [{"source": p.source, "status": p.status, "reason": p.reason} for p in self.problems],
+                "deduplicated": self.deduplicated, "repaired": self.repaired, "unreadable": list(self.unreadable),
+                "ignored": dict(self.ignored.most_common(6))}
+
 
 class Progress:
     """Callbacks the CLI/UI implement to show progress; the defaults do nothing."""

@@ -198,6 +198,34 @@ def test_documents_api_roles(server):
     assert httpx.get(server.url + "/v1/documents").status_code == 401
 
 
+def test_cli_writes_are_handed_to_the_running_server(server, tmp_path):
+    docs = tmp_path / "handoff"
+    docs.mkdir()
+    (docs / "canteen.md").write_text("# Canteen\n\nThe canteen on floor three serves lunch from 11:30 to 14:00.\n")
+    ingested = server.cli("ingest", str(docs))
+    assert ingested.returncode == 0, ingested.stderr
+    assert "server" in ingested.stderr and "1 new" in ingested.stdout
+    admin = {"Authorization": f"Bearer {server.key}"}
+    listed = httpx.get(server.url + "/v1/documents", headers=admin).json()["data"]
+    assert any(d["source"] == "canteen.md" and d["root"] == str(docs) for d in listed)  # the server indexed it
+    removed = server.cli("docs", "remove", str(docs / "canteen.md"))
+    assert removed.returncode == 0 and "removed canteen.md" in removed.stdout, removed.stderr
+    assert not any(d["source"] == "canteen.md" for d in
+                   httpx.get(server.url + "/v1/documents", headers=admin).json()["data"])
+    rebuild = server.cli("ingest", "--reindex", str(docs))
+    assert rebuild.returncode == 1 and "stopped first" in rebuild.stderr + rebuild.stdout
+
+
+def test_server_folder_ingest_is_only_for_the_local_command_line(server, tmp_path):
+    admin = {"Authorization": f"Bearer {server.key}"}  # a network admin may not make the server read /etc
+    r = httpx.post(server.url + "/v1/documents/ingest", headers=admin, json={"folder": "/etc"})
+    assert r.status_code == 403
+    token = {"Authorization": f"Bearer {json.loads((server.data / 'server.json').read_text())['token']}"}
+    assert (server.data / "server.json").stat().st_mode & 0o077 == 0  # only the owner reads the token
+    r = httpx.post(server.url + "/v1/documents/ingest", headers=token, json={"folder": "relative/path"})
+    assert r.status_code == 400 and "absolute" in r.json()["error"]["message"]
+
+
 def test_documents_api_refuses_an_oversized_upload(server):
     admin = {"Authorization": f"Bearer {server.key}"}
     big = [("files", ("big.txt", b"x" * (1_500_000), "text/plain"))]

@@ -11,9 +11,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from appliance.cli import handoff
 from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, list_by_default, load_cli_settings
-from appliance.locks import refuse_if_served
-from knowledge.report import FileResult, IngestReport
+from knowledge.report import FileResult
 from knowledge.report import Progress as IngestProgress
 
 docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
@@ -34,13 +34,15 @@ def _kb(config: Path | None, reindex: bool = False):
     return open_kb(load_cli_settings(config), reindex=reindex)
 
 
-def _documents(config: Path | None, writes: bool = False):
+def _documents(config: Path | None):
     from appliance.server.services import open_documents
 
-    settings = load_cli_settings(config)
-    if writes:
-        refuse_if_served(settings.data_path)
-    return open_documents(settings, on_wait=_say_waiting)
+    return open_documents(load_cli_settings(config), on_wait=_say_waiting)
+
+
+def _say_handing_off(server: dict, what: str) -> None:
+    err_console.print(f"the appliance server (pid {server.get('pid', '?')}) owns this knowledge base: "
+                      f"it {what}…", highlight=False)
 
 
 def _say_waiting(holder: str) -> None:
@@ -80,8 +82,11 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
     from appliance.server.services import indexed_roots
 
     settings = load_cli_settings(config)
-    refuse_if_served(settings.data_path)
     folders = [folder.expanduser().resolve()]
+    server = handoff.serving(settings.data_path)
+    if server is not None:
+        _ingest_through(server, folders[0], reindex, strict)
+        return
     if reindex:  # the rebuild drops every folder's entries, so every folder is read again
         folders += [r for r in indexed_roots(settings) if r not in folders]
         err_console.print(f"rebuilding the whole index from {len(folders)} folder(s): "
@@ -95,27 +100,42 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
             continue
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err_console, transient=True) as bar:
-            reports.append(documents.ingest(root, _RichProgress(bar)))
+            reports.append(documents.ingest(root, _RichProgress(bar)).summary())
         print_report(reports[-1])
-    if strict and any(r.count("failed") for r in reports):
+    if strict and any(r["counts"]["failed"] for r in reports):
         raise typer.Exit(1)
 
 
-def print_report(report: IngestReport) -> None:
-    """The summary table: counts, problems with reasons, time."""
-    if report.problems:
+def _ingest_through(server: dict, folder: Path, reindex: bool, strict: bool) -> None:
+    """`appliance ingest` beside a running server: the server does the work (one writer per index)."""
+    if reindex:
+        raise handoff.HandoffError(f"the appliance server (pid {server.get('pid', '?')}) is running: a full "
+                                   "rebuild (usually after an embedding model change) needs it stopped first")
+    if not folder.is_dir():
+        raise handoff.HandoffError(f"{folder}: not a folder")
+    _say_handing_off(server, f"indexes {folder} (progress in its log and the Documents tab)")
+    with err_console.status("indexing on the server…"):
+        summary = handoff.ingest(server, folder)
+    print_report(summary)
+    if strict and summary["counts"]["failed"]:
+        raise typer.Exit(1)
+
+
+def print_report(report: dict) -> None:
+    """The summary table of `IngestReport.summary()`: counts, problems with reasons, time."""
+    if report["problems"]:
         table = Table("file", "status", "reason", title="not indexed")
-        for r in report.problems:
-            table.add_row(r.source, r.status, r.reason)
+        for p in report["problems"]:
+            table.add_row(p["source"], p["status"], p["reason"])
         console.print(table)
-    ignored = ", ".join(f"{ext} ×{n}" for ext, n in report.ignored.most_common(6))
+    counts = report["counts"]
+    ignored = ", ".join(f"{ext} ×{n}" for ext, n in report["ignored"].items())
     console.print(
-        f"{report.count('new')} new, {report.count('changed')} changed, {report.count('unchanged')} unchanged, "
-        f"{report.count('removed')} removed, {report.count('failed')} failed, {report.count('skipped')} skipped; "
-        f"{report.chunks} chunks in {report.timings['total']:.1f}s"
-        + (f"; {report.deduplicated} repeated chunks left out" if report.deduplicated else "")
+        ", ".join(f"{counts[s]} {s}" for s in ("new", "changed", "unchanged", "removed", "failed", "skipped"))
+        + f"; {report['chunks']} chunks in {report['seconds']:.1f}s"
+        + (f"; {report['deduplicated']} repeated chunks left out" if report["deduplicated"] else "")
         + (f"; ignored types: {ignored}" if ignored else "")
-        + (f"; repaired {report.repaired} leftovers of an interrupted run" if report.repaired else ""))
+        + (f"; repaired {report['repaired']} leftovers of an interrupted run" if report["repaired"] else ""))
 
 
 @docs_app.command("list")
@@ -137,8 +157,14 @@ def docs_stats(config: ConfigOpt = None) -> None:
 def docs_remove(path: Annotated[str, typer.Argument(help="Absolute path, or source path as listed.")],
                 config: ConfigOpt = None) -> None:
     """Remove one document from the index (the file itself is not touched, except an upload's copy)."""
-    for rec in _documents(config, writes=True).remove(path):
-        console.print(f"removed {rec.source} ({len(rec.chunk_ids)} chunks)")
+    server = handoff.serving(load_cli_settings(config).data_path)
+    if server is not None:
+        _say_handing_off(server, f"removes {path}")
+        removed = [(r["source"], r["chunks"]) for r in handoff.remove(server, path)]
+    else:
+        removed = [(r.source, len(r.chunk_ids)) for r in _documents(config).remove(path)]
+    for source, chunks in removed:
+        console.print(f"removed {source} ({chunks} chunks)")
 
 
 def search_command(query: Annotated[str, typer.Argument(help="The question.")],

@@ -39,9 +39,10 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
         settings.port = port
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The server owns the data directory while it runs: command-line writers refuse meanwhile.
-    with ServerLease(settings.data_path, settings.host, settings.port):
+    with ServerLease(settings.data_path, settings.host, settings.port) as lease:
         err_console.print("loading models…")
         svc = build_services(settings)
+        svc.local_token = lease.token
         password = first_start(svc)
         if password:
             console.print(f"[bold]First start:[/] created administrator [bold]admin[/] with password "

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hmac
+
 from fastapi import Depends, Request
 
 from appliance.server.auth import User
 from appliance.server.services import Services
 from appliance.server.wire import ApiError
+
+# Who the command line acts as when it hands a write to the running server.
+LOCAL_USER = User("appliance-cli", "admin")
 
 
 def services(request: Request) -> Services:
@@ -15,13 +20,33 @@ def services(request: Request) -> Services:
 
 def current_user(request: Request, svc: Services = Depends(services)) -> User:
     """`Authorization: Bearer <api key>`; every API route needs it."""
-    header = request.headers.get("authorization", "")
-    key = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    key = _bearer(request)
+    if _is_local(key, svc):
+        request.state.user = LOCAL_USER.name
+        return LOCAL_USER
     user = svc.users.user_for_key(key) if key else None
     if user is None:
         raise ApiError(401, "invalid or missing API key", "invalid_api_key", "authentication_error")
     request.state.user = user.name
     return user
+
+
+def local_admin(request: Request, svc: Services = Depends(services)) -> User:
+    """Only the command line on this machine (the token in the data directory's server.json)."""
+    if not _is_local(_bearer(request), svc):
+        raise ApiError(403, "this route is for the appliance command line on the server's machine", "forbidden",
+                       "permission_error")
+    request.state.user = LOCAL_USER.name
+    return LOCAL_USER
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else ""
+
+
+def _is_local(key: str, svc: Services) -> bool:
+    return bool(key and svc.local_token and hmac.compare_digest(key.encode(), svc.local_token.encode()))
 
 
 def admin_user(user: User = Depends(current_user)) -> User:

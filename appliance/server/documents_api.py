@@ -11,10 +11,11 @@ import tempfile
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, UploadFile
+from pydantic import BaseModel
 
 from appliance.server import wire
 from appliance.server.auth import User
-from appliance.server.deps import admin_user, current_user, services
+from appliance.server.deps import admin_user, current_user, local_admin, services
 from appliance.server.services import Services
 from knowledge.errors import KnowledgeError
 from knowledge.manifest import FileRecord
@@ -30,9 +31,7 @@ def _record(r: FileRecord) -> dict:
 
 
 def _report(r: IngestReport) -> dict:
-    return {"root": r.root, "chunks": r.chunks, "seconds": round(r.timings["total"], 3),
-            "counts": {s: r.count(s) for s in ("new", "changed", "unchanged", "removed", "failed", "skipped")},
-            "problems": [{"source": p.source, "status": p.status, "reason": p.reason} for p in r.problems]}
+    return r.summary()
 
 
 @router.get("")
@@ -74,6 +73,21 @@ async def remove_document(source: str, user: User = Depends(admin_user), svc: Se
     except KnowledgeError as e:
         raise wire.ApiError(404, str(e), "not_found") from None
     return {"removed": [_record(r) for r in removed]}
+
+
+class FolderIngest(BaseModel):
+    folder: str
+
+
+@router.post("/ingest")
+async def ingest_folder(body: FolderIngest, user: User = Depends(local_admin),
+                        svc: Services = Depends(services)) -> dict:
+    """Index a folder on the server's own disk: for `appliance ingest` run beside a running server
+    (the local token only, so a network admin cannot make the server read arbitrary paths)."""
+    folder = Path(body.folder).expanduser()
+    if not folder.is_absolute() or not folder.is_dir():
+        raise wire.ApiError(400, f"{body.folder}: not an absolute path to a folder on the server", "invalid_folder")
+    return _report(await asyncio.to_thread(svc.documents.ingest, folder.resolve()))
 
 
 @router.post("/reindex")

@@ -33,6 +33,7 @@ class Services:
     users: UserStore
     history: HistoryStore
     documents: DocumentsService
+    local_token: str = ""  # set by `serve`: the command line's key (appliance.locks.ServerLease)
 
     def close(self) -> None:
         self.engine.shutdown()
