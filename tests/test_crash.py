@@ -9,8 +9,7 @@ import time
 from knowledge.ingest import ingest
 
 from .conftest import ROOT, venv_python
-from .kb_helpers import open_kb
-from .test_ingest import assert_consistent
+from .kb_helpers import assert_consistent, open_kb
 
 
 def done_files(db_path):

@@ -6,21 +6,7 @@ import pytest
 
 from knowledge.ingest import ingest
 
-from .kb_helpers import make_docx, make_encrypted_pdf, make_pdf, open_kb
-
-
-def statuses(report):
-    return {r.source: (r.status, r.reason) for r in report.results}
-
-
-def assert_consistent(kb):
-    """No duplicates, no orphans, nothing marked done that is not in the store."""
-    stored = kb.store.all_ids()
-    listed = kb.db.chunk_ids(kb.cfg.name)
-    manifest = [i for r in kb.db.files(kb.cfg.name).values() if r.status == "done" for i in r.chunk_ids]
-    assert stored == listed == set(manifest)
-    assert len(manifest) == len(set(manifest)) == kb.store.count()
-    assert all(r.pending_ids is None for r in kb.db.files(kb.cfg.name).values())
+from .kb_helpers import assert_consistent, make_docx, make_encrypted_pdf, make_pdf, open_kb, statuses
 
 
 @pytest.fixture

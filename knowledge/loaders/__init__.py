@@ -79,7 +79,10 @@ def load(path: Path, raw: bytes) -> Document:
         raise LoaderError("zip archive, not a document")
     if not raw.strip():
         raise LoaderError("empty file")
-    doc = LOADERS[kind](path, raw)
+    try:
+        doc = LOADERS[kind](path, raw)
+    except RecursionError:  # parsers and our tree walks recurse per nesting level
+        raise LoaderError("nested too deeply to read (thousands of levels of elements)") from None
     if doc.text_chars == 0:
         raise LoaderError("no text found")
     doc.kind = kind

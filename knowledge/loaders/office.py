@@ -9,12 +9,28 @@ from pathlib import Path
 from knowledge.errors import LoaderError
 from knowledge.loaders.base import Document, Section
 
+# What the parts of one Office file may expand to. The Office libraries read every part into memory
+# and lxml builds a tree about 17 times the XML's size (24 MB of short paragraphs: 420 MB resident,
+# 33 s), so a 1 MB "document" that inflates to gigabytes would take the machine's memory. XML parts
+# are capped tighter than media. zipfile never yields more than a member's declared size, so
+# checking the declared sizes is enough.
+MAX_UNZIPPED = 256 * 2**20
+MAX_XML = 32 * 2**20
+
 
 def _open_zip(raw: bytes) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(io.BytesIO(raw))
+        zf = zipfile.ZipFile(io.BytesIO(raw))
     except zipfile.BadZipFile:
         raise LoaderError("not a valid Office file (corrupt or not a zip container)") from None
+    total = sum(info.file_size for info in zf.infolist())
+    xml = sum(info.file_size for info in zf.infolist() if info.filename.endswith((".xml", ".rels")))
+    if total > MAX_UNZIPPED or xml > MAX_XML:
+        zf.close()
+        raise LoaderError(f"expands to {total // 2**20} MB ({xml // 2**20} MB of XML) from {len(raw) // 2**10} KB "
+                          f"(limits {MAX_UNZIPPED // 2**20} MB unpacked, {MAX_XML // 2**20} MB of XML): "
+                          f"a decompression bomb, or too large to read")
+    return zf
 
 
 def load_docx(path: Path, raw: bytes) -> Document:
