@@ -34,7 +34,7 @@ def run_checks(settings: Settings, load_embedder: bool = True) -> list[Check]:
     probes: list[Callable[[Settings], Check]] = [
         _python, _packages, _cpu, _llama_build, _gpu, _chat_model, _data_dir, _offline]
     if load_embedder:
-        probes.append(_embedding_model)
+        probes += [_embedding_model, _index]
     checks = []
     for probe in probes:
         try:
@@ -144,6 +144,18 @@ def _embedding_model(settings: Settings) -> Check:
     vec = embedder.encode(["appliance doctor"])
     return Check("embedding model", vec.shape == (1, embedder.dim),
                  f"{embedder.path}: dim {embedder.dim}, device {embedder.device}")
+
+
+def _index(settings: Settings) -> Check:
+    from appliance.server.services import open_kb
+    from knowledge.integrity import check
+
+    kb = open_kb(settings)
+    try:
+        result = check(kb)
+    finally:
+        kb.close()
+    return Check("index", result.ok, result.describe())
 
 
 def _data_dir(settings: Settings) -> Check:

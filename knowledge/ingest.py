@@ -16,6 +16,7 @@ from pathlib import Path
 
 from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
 from knowledge.errors import KnowledgeError, LoaderError
+from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
 from knowledge.loaders import load, supported
 from knowledge.manifest import FileRecord
@@ -199,23 +200,3 @@ def _reprocess_if_pipeline_changed(kb: KnowledgeBase) -> None:
     for rec in kb.db.files(kb.cfg.name).values():
         kb.db.invalidate(kb.cfg.name, rec.path)  # the hash is forgotten: the next pass re-reads it
     kb.db.set_meta(key, PIPELINE_VERSION)
-
-
-def repair(kb: KnowledgeBase) -> int:
-    """Undo what a crashed run left: journaled-but-uncommitted vectors, and any orphans."""
-    name, fixed = kb.cfg.name, 0
-    for rec in kb.db.files(name).values():
-        if rec.pending_ids is not None:
-            kb.store.delete(sorted(set(rec.pending_ids) - set(rec.chunk_ids)))
-            kb.db.invalidate(name, rec.path)
-            fixed += 1
-    if kb.store.count() != kb.db.chunk_count(name):
-        stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
-        orphans = stored - listed
-        kb.store.delete(sorted(orphans))
-        fixed += len(orphans)
-        missing = listed - stored
-        for path in {m["path"] for m in kb.db.chunks_by_id(missing).values()}:
-            kb.db.invalidate(name, path)
-            fixed += 1
-    return fixed

@@ -18,6 +18,7 @@ from pathlib import Path
 from appliance.locks import WriterLock
 from knowledge.errors import KnowledgeError
 from knowledge.ingest import ingest
+from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
 from knowledge.manifest import FileRecord
 from knowledge.report import IngestReport, Progress
@@ -105,6 +106,11 @@ class DocumentsService:
                 if Path(rec.root) == self.uploads_dir.resolve():
                     Path(rec.path).unlink(missing_ok=True)
         return matches
+
+    def repair(self) -> int:
+        """Remove what an interrupted write left (journalled vectors, orphans); returns how many."""
+        with self._writer():
+            return repair(self.kb)
 
     def reindex(self, progress: Progress | None = None) -> list[IngestReport]:
         """Bring every known folder up to date (changed files re-read, deleted ones removed)."""

@@ -98,12 +98,16 @@ def open_documents(settings: Settings, on_wait=None) -> DocumentsService:
 
 
 def first_start(services: Services) -> str | None:
-    """On an empty install: create `admin` (returns its one-time password) and index the sample guide."""
+    """At every start: repair the index if a write was interrupted. On an empty install: create
+    `admin` (returns its one-time password) and index the sample guide."""
     password = None
     if services.users.count() == 0:
         password = secrets.token_urlsafe(12)
         services.users.add("admin", password, admin=True)
     kb = services.kb
+    fixed = services.documents.repair()  # after a crash or kill -9: the index is whole before serving
+    if fixed:
+        log.warning("repaired %d leftovers of an interrupted index write", fixed)
     if services.settings.knowledge.sample_docs and kb.db.chunk_count(kb.cfg.name) == 0 and SAMPLE_DOCS.is_dir():
         log.info("indexing the bundled sample guide (%s)", SAMPLE_DOCS)
         services.documents.ingest(SAMPLE_DOCS)

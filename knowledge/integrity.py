@@ -1,0 +1,59 @@
+"""Is the index whole? Vector store ids = chunk rows = the manifest's ids, with no journal left.
+
+Every writer keeps these three equal (ingest journals ids before writing vectors); a `kill -9` can
+leave journalled vectors or orphans behind, which `repair` removes. The server repairs at start,
+`ingest` before each run, and `appliance doctor` reports the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knowledge.kb import KnowledgeBase
+
+
+@dataclass
+class IndexCheck:
+    """The counts that must agree."""
+
+    vectors: int
+    chunk_rows: int
+    manifest_ids: int
+    journalled_files: int  # files with a write in flight (or interrupted)
+    ok: bool
+
+    def describe(self) -> str:
+        text = f"{self.vectors} vectors, {self.chunk_rows} chunk rows, {self.manifest_ids} manifest ids"
+        return text + ("" if self.ok else f", {self.journalled_files} interrupted writes: run "
+                       "`appliance ingest` on any folder (or restart the server) to repair")
+
+
+def check(kb: KnowledgeBase) -> IndexCheck:
+    """Compare the store, the chunk table and the manifest (ids, not just counts)."""
+    name = kb.cfg.name
+    files = kb.db.files(name).values()
+    stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
+    manifest = [i for r in files if r.status == "done" for i in r.chunk_ids]
+    journalled = sum(1 for r in files if r.pending_ids is not None)
+    ok = stored == listed == set(manifest) and len(manifest) == len(set(manifest)) and not journalled
+    return IndexCheck(len(stored), len(listed), len(manifest), journalled, ok)
+
+
+def repair(kb: KnowledgeBase) -> int:
+    """Undo what a crashed run left: journaled-but-uncommitted vectors, and any orphans."""
+    name, fixed = kb.cfg.name, 0
+    for rec in kb.db.files(name).values():
+        if rec.pending_ids is not None:
+            kb.store.delete(sorted(set(rec.pending_ids) - set(rec.chunk_ids)))
+            kb.db.invalidate(name, rec.path)
+            fixed += 1
+    if kb.store.count() != kb.db.chunk_count(name):
+        stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
+        orphans = stored - listed
+        kb.store.delete(sorted(orphans))
+        fixed += len(orphans)
+        missing = listed - stored
+        for path in {m["path"] for m in kb.db.chunks_by_id(missing).values()}:
+            kb.db.invalidate(name, path)
+            fixed += 1
+    return fixed
