@@ -9,3 +9,12 @@ class KnowledgeError(Exception):
 
 class LoaderError(KnowledgeError):
     """One file could not be read; the ingest records the reason and goes on."""
+
+
+class IndexWriteError(KnowledgeError):
+    """Writing the index failed (a full disk, most often). Files committed before it are kept; the
+    interrupted write is journalled and repaired by the next ingest or server start."""
+
+    def __init__(self, message: str, disk_full: bool) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full

@@ -8,14 +8,16 @@ Parsing and chunking run in worker threads ahead of embedding, which holds the m
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
-from knowledge.errors import KnowledgeError, LoaderError
+from knowledge.errors import IndexWriteError, KnowledgeError, LoaderError
 from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
 from knowledge.loaders import load, supported
@@ -24,6 +26,9 @@ from knowledge.report import FileResult, IngestReport, Progress
 from knowledge.walk import Candidate, walk
 
 _EMBED_GROUP = 256  # chunks embedded together across small files
+# Below this much free space an ingest does not start: SQLite and the vector store need room for
+# their journals and compaction, and failing up front is clearer than failing half-way.
+MIN_FREE_MB = 64
 # Bump when loaders, chunking or chunk hygiene change what a file becomes: every file is then
 # re-read on the next ingest, so an upgrade's better extraction reaches documents already indexed.
 PIPELINE_VERSION = "2"  # 2: block-level HTML text, PDFium text layer, repeated chunks left out
@@ -48,6 +53,7 @@ def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
     t0 = time.perf_counter()
     report = IngestReport(str(root))
     name = kb.cfg.name
+    _check_free_space(kb, report)
     report.repaired = repair(kb)
     _reprocess_if_pipeline_changed(kb)
     known = kb.db.files(name, str(root))
@@ -175,15 +181,41 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
         ids = [chunk_id(job.rec.path, c) for c in chunks]
         part = vectors[offset:offset + len(chunks)]
         offset += len(chunks)
-        kb.db.begin_write(kb.cfg.name, job.rec, ids)
-        kb.store.delete(sorted(set(job.rec.chunk_ids) - set(ids)))
-        kb.store.upsert(ids, chunks, part)
-        kb.db.commit_file(kb.cfg.name, job.rec, chunks, ids)
+        try:
+            kb.db.begin_write(kb.cfg.name, job.rec, ids)
+            kb.store.delete(sorted(set(job.rec.chunk_ids) - set(ids)))
+            kb.store.upsert(ids, chunks, part)
+            kb.db.commit_file(kb.cfg.name, job.rec, chunks, ids)
+        except Exception as e:  # noqa: BLE001 - SQLite, the vector store and the OS each raise their own
+            raise write_error(kb, report, e) from e
         result = FileResult(job.rec.source, job.status, len(chunks), deduplicated=job.dropped)
         report.results.append(result)
         progress.file_done(result)
     report.timings["store"] += time.perf_counter() - t1
     group.clear()
+
+
+def _free_mb(kb: KnowledgeBase) -> float:
+    return shutil.disk_usage(kb.data_dir).free / 2**20
+
+
+def _check_free_space(kb: KnowledgeBase, report: IngestReport) -> None:
+    if _free_mb(kb) < MIN_FREE_MB:
+        raise IndexWriteError(f"only {_free_mb(kb):.0f} MB free on the disk of {kb.data_dir} (an ingest needs at "
+                              f"least {MIN_FREE_MB} MB): free some space, then run the ingest again", disk_full=True)
+
+
+def write_error(kb: KnowledgeBase, report: IngestReport, e: BaseException) -> IndexWriteError:
+    """A clear message for a failed index write; a full disk is named as such."""
+    text = f"{type(e).__name__}: {e}"
+    full = (getattr(e, "errno", None) == errno.ENOSPC or "disk is full" in text or "No space left" in text
+            or _free_mb(kb) < 1)
+    done = report.count("new") + report.count("changed")
+    cause = f"the disk is full ({_free_mb(kb):.1f} MB free on {kb.data_dir})" if full else text[:300]
+    return IndexWriteError(f"writing the index failed: {cause}. The {done} file(s) committed before it are kept and "
+                           f"the interrupted one is repaired by the next ingest or server start; "
+                           + ("free some space, then run the ingest again." if full else "run the ingest again."),
+                           disk_full=full)
 
 
 def chunk_id(path: str, chunk: Chunk) -> str:

@@ -36,6 +36,8 @@ def build_documents_tab(svc: Services, guard: SessionGuard) -> None:
         progress(0.1, desc=say(request, "indexing"))
         try:
             return render_report(docs_svc.upload((Path(p).name, Path(p)) for p in paths))
+        except KnowledgeError as e:  # a full disk: say so, the index stays as it was
+            return str(e)
         finally:
             for p in paths:  # Gradio's temporary copies: the uploads folder holds the kept one
                 Path(p).unlink(missing_ok=True)
@@ -56,7 +58,10 @@ def build_documents_tab(svc: Services, guard: SessionGuard) -> None:
     def on_reindex(request: gr.Request):
         if not guard.is_admin(request):
             return say(request, "admins_only"), listing(request)
-        return "\n\n".join(render_report(r) for r in docs_svc.reindex()), listing(request)
+        try:
+            return "\n\n".join(render_report(r) for r in docs_svc.reindex()), listing(request)
+        except KnowledgeError as e:
+            return str(e), listing(request)
 
     go.click(upload, [files], [summary])
     remove.click(on_remove, [target], [summary, docs])

@@ -6,6 +6,7 @@ process, and none while another process writes the same data directory (`applian
 
 from __future__ import annotations
 
+import errno
 import filecmp
 import re
 import shutil
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from appliance.locks import WriterLock
-from knowledge.errors import KnowledgeError
+from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.ingest import ingest
 from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
@@ -126,8 +127,14 @@ class DocumentsService:
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
         for name, tmp in files:
             target = _free_name(self.uploads_dir / safe_name(name), Path(tmp))
-            if target is not None:
+            if target is None:
+                continue
+            try:
                 shutil.copyfile(tmp, target)
+            except OSError as e:
+                target.unlink(missing_ok=True)  # no half-copied upload left to be indexed later
+                raise IndexWriteError(f"could not save {safe_name(name)} in {self.uploads_dir}: {e.strerror or e}",
+                                      disk_full=e.errno == errno.ENOSPC) from None
         return self.ingest(self.uploads_dir, progress)
 
 

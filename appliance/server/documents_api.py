@@ -17,7 +17,7 @@ from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.deps import admin_user, current_user, local_admin, services
 from appliance.server.services import Services
-from knowledge.errors import KnowledgeError
+from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.manifest import FileRecord
 from knowledge.report import IngestReport
 
@@ -49,8 +49,16 @@ async def upload_documents(files: list[UploadFile], user: User = Depends(current
     limit = int(svc.settings.knowledge.max_file_mb * 2**20)
     with tempfile.TemporaryDirectory(prefix="appliance-upload-") as tmp:
         saved = [(f.filename or "upload", await _save(f, Path(tmp) / str(i), limit)) for i, f in enumerate(files)]
-        report = await asyncio.to_thread(svc.documents.upload, saved)
+        report = await _write(svc.documents.upload, saved)
     return _report(report)
+
+
+async def _write(fn, *args):
+    """Run an index write in a thread; a failed write (a full disk) is 507 with its message, not a 500."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except IndexWriteError as e:
+        raise wire.ApiError(507 if e.disk_full else 500, str(e), "index_write_failed") from None
 
 
 async def _save(upload: UploadFile, target: Path, limit: int) -> Path:
@@ -87,10 +95,10 @@ async def ingest_folder(body: FolderIngest, user: User = Depends(local_admin),
     folder = Path(body.folder).expanduser()
     if not folder.is_absolute() or not folder.is_dir():
         raise wire.ApiError(400, f"{body.folder}: not an absolute path to a folder on the server", "invalid_folder")
-    return _report(await asyncio.to_thread(svc.documents.ingest, folder.resolve()))
+    return _report(await _write(svc.documents.ingest, folder.resolve()))
 
 
 @router.post("/reindex")
 async def reindex(user: User = Depends(admin_user), svc: Services = Depends(services)) -> dict:
-    reports = await asyncio.to_thread(svc.documents.reindex)
+    reports = await _write(svc.documents.reindex)
     return {"reports": [_report(r) for r in reports]}
