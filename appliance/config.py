@@ -29,6 +29,7 @@ NOT_SETTINGS = frozenset({
     "APPLIANCE_CMAKE_ARGS", "APPLIANCE_WHEEL_CACHE", "APPLIANCE_TORCH_SPEC", "APPLIANCE_TORCH_INDEX",
     "APPLIANCE_ENABLE_AMX",    # install.sh only
     "APPLIANCE_TEST_PYTHON",   # the test suite's interpreter for subprocesses
+    "APPLIANCE_SOAK_SECONDS",  # how long the suite's soak test runs
 })
 
 
