@@ -10,7 +10,6 @@ storing, and the time of a re-ingest with nothing changed (and its ratio to the 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 from knowledge.ingest import ingest  # noqa: E402
 from knowledge.kb import KBConfig, KnowledgeBase  # noqa: E402
@@ -103,12 +103,7 @@ def main() -> int:
             "rerun_ratio": round(second.timings["total"] / t["total"], 4),
             "rerun_unchanged": second.count("unchanged"),
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2))
-        print("| metric | value |\n|---|---|")
-        for k, v in result.items():
-            print(f"| {k} | {v} |")
-        print(f"\nwritten: {args.out}")
+        write_metrics(args.out, result)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

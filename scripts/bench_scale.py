@@ -11,7 +11,6 @@ files changed, re-ingest with nothing changed, `docs remove` of the large file.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -24,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_ingest import paragraph, sentence  # noqa: E402
 
+from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 from appliance.server.documents import DocumentsService  # noqa: E402
 from knowledge.ingest import ingest  # noqa: E402
@@ -77,12 +77,7 @@ def main() -> int:
                   "reingest_unchanged_s": round(unchanged_s, 2), "unchanged_files": third.count("unchanged"),
                   "big_file_mb": args.big_mb, "big_file_chunks": big_chunks, "remove_big_s": round(remove_s, 2),
                   "index_whole_after": check(kb).ok}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2))
-        print("| metric | value |\n|---|---|")
-        for k, v in result.items():
-            print(f"| {k} | {v} |")
-        print(f"\nwritten: {args.out}")
+        write_metrics(args.out, result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

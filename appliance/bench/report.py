@@ -128,3 +128,13 @@ def meta_for(opts, engine: dict | None = None) -> dict:
             "ladder": opts.ladder, "model": opts.model if opts.url else "appliance default",
             "engine": engine or {}, "server_overrides": overrides, "machine": machine(),
             "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def write_metrics(out: Path, result: dict) -> None:
+    """A flat benchmark's numbers: JSON to `out`, a two-column Markdown table to stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print("| metric | value |\n|---|---|")
+    for k, v in result.items():
+        print(f"| {k} | {v} |")
+    print(f"\nwritten: {out}")
