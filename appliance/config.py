@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from appliance.errors import ConfigError
 
@@ -63,6 +63,27 @@ class EngineSettings(_Section):
     continuous_batching: bool = Field(True,
                                       description="Decode many sequences per step; off = one at a time.")
     default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none.")
+    backend: Literal["local", "openai"] = Field("local", description="local = llama.cpp in this process; "
+                                                "openai = an OpenAI-compatible serving cluster at remote_url "
+                                                "(vLLM, llama.cpp servers, another appliance).")
+    remote_url: str = Field("", description="backend = openai: the cluster's base address, e.g. "
+                            "http://10.0.0.5:8000 (a trailing /v1 is accepted); its host is let through the "
+                            "offline guard.")
+    remote_model: str = Field("", description="backend = openai: the model id to ask for; empty = the "
+                              "first one the cluster lists.")
+    remote_key: SecretStr = Field(SecretStr(""), description="backend = openai: the cluster's API key (set "
+                                  "it with APPLIANCE_ENGINE__REMOTE_KEY or remote_key_file; never printed).")
+    remote_key_file: str = Field("", description="backend = openai: a file holding the cluster's API key.")
+    remote_tokenizer: str = Field("", description="backend = openai: how prompts are counted for the "
+                                  "context budget; empty = the cluster's /tokenize endpoint (vLLM, llama.cpp "
+                                  "server, appliance), or the path of a GGUF with the same vocabulary, loaded "
+                                  "vocabulary-only.")
+    remote_timeout: float = Field(600.0, gt=0, description="backend = openai: longest wait in seconds for the "
+                                  "cluster's next bytes.")
+    remote_retries: int = Field(3, ge=0, le=10, description="backend = openai: retries, with back-off, when "
+                                "the cluster cannot be connected to (never once a request was sent).")
+    remote_max_streams: int = Field(64, ge=1, description="backend = openai: most requests open to the "
+                                    "cluster at once; more are answered 'overloaded' (503, Retry-After).")
 
 
 class KnowledgeSettings(_Section):
@@ -83,6 +104,9 @@ class KnowledgeSettings(_Section):
     max_per_file: int = Field(3, ge=0, description="Most results one file may contribute to a search "
                               "(stops a keyword-stuffed file from filling the list); 0 = no cap.")
     sample_docs: bool = Field(True, description="Index the bundled sample guide on first start when empty.")
+    chroma_url: str = Field("", description="A Chroma server (http://host:8001) for the vectors instead of "
+                            "data/chroma; the manifest and lexical index stay in this data directory, so "
+                            "one front-end per knowledge base.")
 
 
 class ChatSettings(_Section):
@@ -128,6 +152,14 @@ class Settings(_Section):
             return p
         base = self.config_path.parent if self.config_path else Path.cwd()
         return (base / p).resolve()
+
+    def network_hosts(self) -> list[str]:
+        """Hosts the offline guard lets through: the allow-list, the bind address, and the cluster and
+        vector-store servers this configuration names."""
+        from urllib.parse import urlsplit
+
+        urls = [self.engine.remote_url if self.engine.backend == "openai" else "", self.knowledge.chroma_url]
+        return [*self.offline_allow_hosts, self.host, *(urlsplit(u).hostname or "" for u in urls if u)]
 
     @property
     def data_path(self) -> Path:

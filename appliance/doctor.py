@@ -123,6 +123,8 @@ def _gpu(_: Settings) -> Check:
 
 
 def _chat_model(settings: Settings) -> Check:
+    if settings.engine.backend == "openai":
+        return _remote_backend(settings)
     from appliance.models.metadata import human_params
     from appliance.models.registry import ModelRegistry
 
@@ -135,6 +137,16 @@ def _chat_model(settings: Settings) -> Check:
     info = entry.model_info
     return Check("chat model", True, f"{entry.name}: {info.architecture} "
                                      f"{human_params(info.n_params)} {info.quant}, verified; {entry.path}")
+
+
+def _remote_backend(settings: Settings) -> Check:
+    """The cluster answers, lists the model, and generates one token."""
+    from appliance.engine.remote import RemoteBackend
+
+    with RemoteBackend.from_config(settings) as backend:
+        r = backend.check()
+    return Check("chat model", True, f"{r['model']} on the cluster at {r['url']}: listed, "
+                                     f"{r['tokens']} token generated; prompts counted by {backend.tokens.mode}")
 
 
 def _embedding_model(settings: Settings) -> Check:

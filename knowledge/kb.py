@@ -24,6 +24,7 @@ class KBConfig:
     cjk_dense_weight: float = 0.1
     rerank_model: str = ""
     max_per_file: int = 3
+    chroma_url: str = ""  # a Chroma server instead of data/chroma
 
 
 class KnowledgeBase:
@@ -35,7 +36,8 @@ class KnowledgeBase:
         self.data_dir = Path(data_dir)
         self.embedder = embedder or Embedder(embedding_model or None, batch_size=cfg.embed_batch)
         self.db = KnowledgeDB(self.data_dir / "knowledge.db")
-        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id, reindex=reindex)
+        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id, reindex=reindex,
+                                 url=cfg.chroma_url)
         if reindex:
             self.db.clear_kb(cfg.name)
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -41,17 +42,29 @@ def collection_name(kb: str) -> str:
     return name
 
 
+def _client(path: Path, url: str):
+    """A persistent client on `path`, or an HTTP client of the Chroma server at `url`."""
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False, allow_reset=True)
+    if not url:
+        path.mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=settings)
+    parts = urlsplit(url if "//" in url else f"http://{url}")
+    try:
+        return chromadb.HttpClient(host=parts.hostname or "localhost", port=parts.port or 8000,
+                                   ssl=parts.scheme == "https", settings=settings)
+    except Exception as e:  # noqa: BLE001 - chromadb raises plain exceptions for an unreachable server
+        raise KnowledgeError(f"cannot reach the Chroma server at {url} (knowledge.chroma_url): {e}") from None
+
+
 class VectorStore:
     """Chroma collection holding chunk vectors, texts and citation metadata."""
 
-    def __init__(self, path: Path, kb: str, model_id: str, reindex: bool = False) -> None:
-        os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-        import chromadb
-        from chromadb.config import Settings
-
-        path.mkdir(parents=True, exist_ok=True)
-        self._client = chromadb.PersistentClient(
-            path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=True))
+    def __init__(self, path: Path, kb: str, model_id: str, reindex: bool = False, url: str = "") -> None:
+        self._client = _client(path, url)
         self.name = collection_name(kb)
         self.model_id = model_id
         self._col = self._client.get_or_create_collection(

@@ -11,7 +11,7 @@ Server = LocalServer
 
 
 def start_server(tmp: Path, *extra: str, env: dict | None = None, timeout: float = 240,
-                 data: Path | None = None) -> LocalServer:
+                 data: Path | None = None, port: int | None = None) -> LocalServer:
     """A server with a small engine (4 sequences, 4096 cells) in `tmp` (data in `tmp/data` unless given)."""
     base = {"APPLIANCE_ENGINE__N_CTX": "4096", "APPLIANCE_ENGINE__N_SEQ_MAX": "4"}
-    return _start(tmp, *extra, env={**base, **(env or {})}, timeout=timeout, data=data)
+    return _start(tmp, *extra, env={**base, **(env or {})}, timeout=timeout, data=data, port=port)

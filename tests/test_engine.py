@@ -210,3 +210,15 @@ def test_llama_no_kv_slot_is_recovered(chat_model_path):
             eng.runner.seq_rm(3, -1, -1)
         assert eng.cache.used_cells == 0
         assert_memory_matches_ledger(eng)
+
+
+def test_vocabulary_only_load_counts_prompts_like_the_engine(engine, chat_model_path):
+    """The remote backend's local prompt counting (engine.remote_tokenizer = a GGUF) loads no weights
+    and gives the engine's own prompt tokens."""
+    from appliance.engine.prompt import PromptTokenizer
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "默认端口是多少？ Port?"}]
+    local = PromptTokenizer.vocab_only(chat_model_path)
+    assert local.runner._ctx is None  # no context, no KV cache
+    assert local.tokenize_messages(messages) == engine.tokenize_messages(messages)
+    local.runner.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from appliance.engine.errors import EngineOverloaded
+from appliance.engine.errors import EngineError, EngineOverloaded, EngineStopped
 from appliance.server.services import Services
 from ui.i18n import say, t
 from ui.render import render_sources
@@ -62,6 +62,8 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
         except EngineOverloaded as e:
             raise gr.Error(say(request, "busy", seconds=int(e.retry_after + 0.999)),
                            title=say(request, "busy_title")) from None
+        except (EngineError, EngineStopped) as e:  # the engine, or a remote cluster, failed this answer
+            raise gr.Error(say(request, "engine_failed", error=str(e)), title=say(request, "busy_title")) from None
         cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": answer,
                                                        "citations": prepared.citations}])
         yield [*messages, {"role": "assistant", "content": answer}], html, cid, _choices(svc, user, cid), ""

@@ -26,6 +26,7 @@ EN: dict[str, str] = {
     "auth_message": "Knowledge appliance: log in with your account. 知识库一体机：请用您的账号登录。",
     # Server-written messages (format fields in braces).
     "busy": "The server is busy answering other questions. Please try again in {seconds} s.",
+    "engine_failed": "The answer could not be completed: {error}",
     "busy_title": "Busy", "session_ended": "Your session has ended. Please log in again.",
     "admins_only": "Administrators only.", "upload_admins_only": "Only administrators can upload documents.",
     "choose_files": "Choose files first.", "removed": "Removed {n} document(s).", "indexing": "indexing",
@@ -50,6 +51,7 @@ ZH: dict[str, str] = {
     "password_new": "新密码", "password_repeat": "再次输入新密码", "change_password": "修改密码",
     "auth_message": EN["auth_message"],
     "busy": "服务器正忙于回答其他问题，请在 {seconds} 秒后重试。",
+    "engine_failed": "无法完成回答：{error}",
     "busy_title": "繁忙", "session_ended": "会话已结束，请重新登录。",
     "admins_only": "仅限管理员。", "upload_admins_only": "只有管理员可以上传文档。",
     "choose_files": "请先选择文件。", "removed": "已移除 {n} 个文档。", "indexing": "正在建立索引",

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -26,12 +26,13 @@ class LocalServer:
     admin_password: str
     key: str
     log: Path
+    env: dict = field(default_factory=dict)  # the APPLIANCE_* overrides it was started with
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         """Run `appliance ARGS` against this server's data directory."""
         return subprocess.run([sys.executable, "-m", "appliance.cli", *args], cwd=ROOT, input=stdin, text=True,
-                              capture_output=True, env={**os.environ, "APPLIANCE_DATA_DIR": str(self.data)},
-                              timeout=120)
+                              capture_output=True, timeout=300,
+                              env={**os.environ, **self.env, "APPLIANCE_DATA_DIR": str(self.data)})
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -54,10 +55,10 @@ def free_port() -> int:
 
 
 def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: float = 300,
-                 data: Path | None = None) -> LocalServer:
+                 data: Path | None = None, port: int | None = None) -> LocalServer:
     """Start `appliance serve` with `env` overrides; returns once /healthz answers, with an admin key."""
     workdir.mkdir(parents=True, exist_ok=True)
-    data, port, log = data or workdir / "data", free_port(), workdir / f"server-{time.time_ns()}.log"
+    data, port, log = data or workdir / "data", port or free_port(), workdir / f"server-{time.time_ns()}.log"
     full_env = {**os.environ, "APPLIANCE_DATA_DIR": str(data), **(env or {})}
     out = log.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), *extra],
@@ -77,6 +78,32 @@ def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: f
         proc.kill()
         raise RuntimeError(f"server did not start within {timeout}s: {log.read_text()[-3000:]}")
     m = re.search(r"password\s+(\S+)\s+\(shown", log.read_text().replace("\n", " "))
-    server = LocalServer(url, proc, data, m.group(1) if m else "", "", log)
+    server = LocalServer(url, proc, data, m.group(1) if m else "", "", log, dict(env or {}))
     server.key = server.cli("users", "key", "create", "admin").stdout.strip()
     return server
+
+
+def start_chroma(path: Path, timeout: float = 60) -> tuple[subprocess.Popen, str]:
+    """`chroma run` (the vector-store server) on loopback with telemetry off; returns (process, url)
+    once its heartbeat answers."""
+    port, log = free_port(), path.parent / "chroma.log"
+    chroma = Path(sys.executable).parent / "chroma"
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen([str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/api/v2/heartbeat", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"chroma did not start: {log.read_text()[-2000:]}")
+
+
+def scale_out_env(cluster: LocalServer, chroma_url: str) -> dict[str, str]:
+    """Settings of a front-end appliance using `cluster` for inference and a Chroma server for vectors."""
+    return {"APPLIANCE_ENGINE__BACKEND": "openai", "APPLIANCE_ENGINE__REMOTE_URL": cluster.url + "/v1",
+            "APPLIANCE_ENGINE__REMOTE_KEY": cluster.key, "APPLIANCE_KNOWLEDGE__CHROMA_URL": chroma_url}

@@ -26,8 +26,8 @@ def load_cli_settings(config: Path | None = None) -> Settings:
     from appliance.offline import install_guard
 
     settings = load_settings(config)
-    # The address the server binds to may be a name; resolving it is the one lookup it needs.
-    install_guard(settings.offline, [*settings.offline_allow_hosts, settings.host])
+    # The bind address may be a name, and a scaled-out front-end talks to its cluster and vector server.
+    install_guard(settings.offline, settings.network_hosts())
     return settings
 
 

@@ -213,7 +213,7 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
                  max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 256,
                  as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
     """Run the whole chat (retrieval, prompt, model) per question: answered, declined, cited, correct, loops."""
-    from appliance.engine.engine import Engine
+    from appliance.engine.backend import open_backend
     from appliance.server.answer_eval import evaluate_answers
     from appliance.server.services import chat_service, open_kb
     from knowledge.evaluate import load_qa
@@ -221,7 +221,7 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
 
     settings = load_cli_settings(config)
     items = load_qa(qa)[:limit]
-    with Engine.from_config(settings) as engine, \
+    with open_backend(settings) as engine, \
             Progress(TextColumn("questions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=err_console, transient=True) as bar:
         task = bar.add_task("answers", total=len(items))

@@ -34,10 +34,11 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
         from appliance.offline import install_guard
 
         settings.host = host
-        install_guard(settings.offline, [*settings.offline_allow_hosts, host])  # --host may be a name
+        install_guard(settings.offline, settings.network_hosts())  # --host may be a name
     if port:
         settings.port = port
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # Chroma's HTTP client logs every call at INFO
     # The server owns the data directory while it runs: command-line writers refuse meanwhile.
     with ServerLease(settings.data_path, settings.host, settings.port) as lease:
         err_console.print("loading models…")
@@ -59,13 +60,13 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 512,
                 config: ConfigOpt = None) -> None:
     """Ask the knowledge base from the terminal: streamed answer, citations below."""
-    from appliance.engine.engine import Engine
+    from appliance.engine.backend import open_backend
     from appliance.server.services import chat_service, open_kb
     from knowledge.retrieve import Retriever
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)
-    with Engine.from_config(settings) as engine:
+    with open_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
         prepared = chat.prepare([{"role": "user", "content": question}])
         for delta in chat.stream(prepared, chat.answer_params("terminal", max_tokens=max_tokens)):

@@ -34,3 +34,14 @@ class ChatBackend(Protocol):
     def shutdown(self) -> None:
         """Stop and release resources."""
         ...
+
+
+def open_backend(settings) -> ChatBackend:
+    """The configured backend: the local llama.cpp engine, or the remote cluster (`engine.backend`)."""
+    if settings.engine.backend == "openai":
+        from appliance.engine.remote import RemoteBackend
+
+        return RemoteBackend.from_config(settings)
+    from appliance.engine.engine import Engine
+
+    return Engine.from_config(settings)

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 from appliance.config import EngineSettings, Settings
-from appliance.engine.chat_template import ChatTemplate
 from appliance.engine.errors import EngineStopped, PromptTooLong
 from appliance.engine.kvcache import KVCache
 from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.metrics import EngineMetrics
+from appliance.engine.prompt import PromptTokenizer
 from appliance.engine.request import DONE, Channel, Request
 from appliance.engine.scheduler import Scheduler, SchedulerConfig
 from appliance.engine.sequence import BatchItem, SamplingParams, Sequence, loop_period
@@ -68,10 +68,7 @@ class Engine:
             prefix_cache=knobs.prefix_cache and not r.recurrent))
         if r.recurrent and knobs.prefix_cache:
             log.warning("%s is recurrent/hybrid: prefix cache off", self.model_name)
-        special = r.special_tokens()
-        self.bos_text = r.token_text(special["bos"]) if special["bos"] >= 0 else ""
-        eos_text = r.token_text(special["eos"]) if special["eos"] >= 0 else ""
-        self.template = ChatTemplate(r.chat_template(), self.bos_text, eos_text)
+        self.prompts = PromptTokenizer(r)
 
     @classmethod
     def from_config(cls, settings: Settings) -> Engine:
@@ -89,9 +86,7 @@ class Engine:
     # -- public API ----------------------------------------------------------------------
     def tokenize_messages(self, messages: list[dict]) -> list[int]:
         """Render the chat template and tokenize (special tokens parsed)."""
-        text = self.template.render(messages, add_generation_prompt=True)
-        add_bos = not (self.bos_text and text.startswith(self.bos_text))
-        return self.runner.tokenize(text, add_special=add_bos, parse_special=True)
+        return self.prompts.tokenize_messages(messages)
 
     def submit(self, prompt: list[dict] | list[int], params: SamplingParams | None = None) -> Request:
         """Queue messages (OpenAI style) or prompt token ids. Raises EngineOverloaded,

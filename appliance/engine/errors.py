@@ -33,3 +33,11 @@ class PromptTooLong(ApplianceError):
 
 class EngineStopped(ApplianceError):
     """The engine was shut down."""
+
+
+class BackendError(EngineError):
+    """The remote inference cluster refused a request or broke a stream (HTTP 502)."""
+
+
+class BackendUnavailable(EngineStopped):
+    """The remote inference cluster cannot be reached (HTTP 503, try again later)."""

@@ -112,6 +112,8 @@ class ContextConfig:
     # llama.cpp reuses the cells of positions that left the window, and a cached prefix shared into a
     # new sequence misses them: wrong output, silently (Gemma 3: max KL 4.8 against a cold run).
     swa_full: bool | None = None
+    # Tokenizer and template only (no weights, no context): the remote backend's prompt counting.
+    vocab_only: bool = False
 
 
 class LlamaRunner:
@@ -126,17 +128,24 @@ class LlamaRunner:
         mparams = lib.llama_model_default_params()
         # -1 means "all": llama.cpp clamps to the layer count; CPU-only builds ignore it.
         mparams.n_gpu_layers = 999 if cfg.n_gpu_layers < 0 else cfg.n_gpu_layers
+        mparams.vocab_only = cfg.vocab_only
         self._model = lib.llama_model_load_from_file(str(cfg.model_path).encode(), mparams)
         if not self._model:
             raise EngineError(f"llama.cpp could not load {cfg.model_path}")
+        self._vocab = lib.llama_model_get_vocab(self._model)
+        self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
+        self._pieces: dict[int, bytes] = {}
+        if not cfg.vocab_only:
+            self._init_context()
+
+    def _init_context(self) -> None:
+        lib, cfg = self.lib, self.cfg
         try:
             self._ctx = lib.llama_init_from_model(self._model, self._context_params())
             if not self._ctx:
                 raise EngineError("llama.cpp could not create a context "
                                   f"(n_ctx={cfg.n_ctx}, n_seq_max={cfg.n_seq_max}); lower them")
             self._mem = lib.llama_get_memory(self._ctx)
-            self._vocab = lib.llama_model_get_vocab(self._model)
-            self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
             self.n_ctx = lib.llama_n_ctx(self._ctx)
             self.n_batch = lib.llama_n_batch(self._ctx)
             self.n_seq_max = lib.llama_n_seq_max(self._ctx)
@@ -146,7 +155,6 @@ class LlamaRunner:
         except BaseException:
             self.close()
             raise
-        self._pieces: dict[int, bytes] = {}
 
     def _context_params(self):
         lib, cfg = self.lib, self.cfg

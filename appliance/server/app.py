@@ -26,6 +26,7 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
     app = FastAPI(title="appliance", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = svc
     app.include_router(openai_api.router)
+    app.include_router(openai_api.root_router)
     app.include_router(documents_api.router)
     _add_error_handlers(app)
     _add_access_log(app)
@@ -33,7 +34,7 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
     @app.get("/healthz")
     def healthz() -> JSONResponse:
         snap = svc.engine.snapshot()
-        reasons = [] if snap["healthy"] else ["engine thread stopped"]
+        reasons = [] if snap["healthy"] else [snap.get("problem") or "engine thread stopped"]
         if svc.kb.store.count() == 0:
             reasons.append("knowledge base is empty")
         status = "ok" if snap["healthy"] else "degraded"

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from appliance.engine.chat_template import ChatTemplateError
-from appliance.engine.errors import EngineOverloaded, EngineStopped, PromptTooLong
+from appliance.engine.errors import BackendError, EngineError, EngineOverloaded, EngineStopped, PromptTooLong
 from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.chat import Prepared, rag_sampling
@@ -21,6 +21,7 @@ from appliance.server.services import Services
 
 RAG_MODEL = "appliance-rag"
 router = APIRouter(prefix="/v1")
+root_router = APIRouter()  # vLLM-compatible extras outside /v1
 log = logging.getLogger("appliance.requests")
 
 
@@ -39,6 +40,22 @@ def list_models(user: User = Depends(current_user), svc: Services = Depends(serv
     names = [RAG_MODEL, svc.engine.model_name]
     return {"object": "list", "data": [{"id": n, "object": "model", "created": now, "owned_by": "appliance"}
                                        for n in names]}
+
+
+@root_router.post("/tokenize")
+async def tokenize(body: wire.TokenizeRequest, user: User = Depends(current_user),
+                   svc: Services = Depends(services)) -> dict:
+    """vLLM's tokenizer endpoint, so another appliance (or any client) can budget prompts for this model."""
+    if body.model and body.model not in (RAG_MODEL, svc.engine.model_name):
+        raise wire.ApiError(404, f"model {body.model!r} does not exist; see /v1/models", "model_not_found")
+    if not body.messages:
+        raise wire.ApiError(400, "messages is required (this server counts chat prompts only)", "invalid_request")
+    try:
+        tokens = await asyncio.to_thread(svc.engine.tokenize_messages,
+                                         [{"role": m.role, "content": m.text()} for m in body.messages])
+    except ChatTemplateError as e:
+        raise wire.ApiError(400, str(e), "invalid_request") from None
+    return {"count": len(tokens), "tokens": tokens}
 
 
 @router.post("/embeddings")
@@ -64,7 +81,8 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         if body.model == RAG_MODEL:  # the RAG model's own anti-repetition defaults (README: The API)
             params = rag_sampling(params)
         prepared = await asyncio.to_thread(svc.chat.prepare, body.plain_messages(), body.model == RAG_MODEL)
-        req = svc.chat.submit(prepared, params)
+        # In a thread: a remote backend waits here for its cluster to accept the request.
+        req = await asyncio.to_thread(svc.chat.submit, prepared, params)
     except EngineOverloaded as e:
         raise wire.ApiError(503, str(e), "server_busy", "server_error",
                             headers={"Retry-After": str(int(e.retry_after + 0.999))}) from None
@@ -72,8 +90,10 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         raise wire.ApiError(400, str(e), "context_length_exceeded") from None
     except ChatTemplateError as e:  # a role or content the model's chat template cannot take
         raise wire.ApiError(400, str(e), "invalid_request") from None
-    except EngineStopped as e:
+    except EngineStopped as e:  # also an unreachable remote cluster (BackendUnavailable)
         raise wire.ApiError(503, str(e), "engine_stopped", "server_error", headers={"Retry-After": "30"}) from None
+    except BackendError as e:
+        raise wire.ApiError(502, str(e), "upstream_error", "server_error") from None
     except ValueError as e:
         raise wire.ApiError(400, str(e), "invalid_request") from None
     citations = prepared.citations if body.model == RAG_MODEL else None
@@ -114,5 +134,10 @@ async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list
         if include_usage:
             yield wire.usage_chunk(cid, model, wire.usage(result.stats))
         yield wire.sse("[DONE]")
+    except EngineError as e:
+        # The headers are gone: an error event (the OpenAI SDK raises it) instead of a cut connection.
+        log.warning("stream %s failed: %s", cid, e)
+        yield wire.sse(wire.error_body(str(e), "upstream_error" if isinstance(e, BackendError) else "engine_error",
+                                       "server_error"))
     finally:
         req.cancel()  # client disconnect: Starlette stops this generator; free the sequence's KV

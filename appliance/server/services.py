@@ -42,12 +42,12 @@ class Services:
 
 def build_services(settings: Settings, engine: ChatBackend | None = None) -> Services:
     """Create everything from settings (loads the chat and embedding models)."""
-    from appliance.engine.engine import Engine
+    from appliance.engine.backend import open_backend
 
     data = settings.data_path
     kb = open_kb(settings)
     retriever = Retriever(kb)
-    engine = engine or Engine.from_config(settings)
+    engine = engine or open_backend(settings)
     return Services(settings, engine, kb, retriever, chat_service(settings, engine, retriever),
                     UserStore(data / "users.db"), HistoryStore(data / "users.db"),
                     DocumentsService(kb, data / "uploads"))
@@ -69,7 +69,7 @@ def kb_config(settings: Settings) -> KBConfig:
     return KBConfig(name=k.collection, chunk_tokens=k.chunk_tokens, chunk_overlap=k.chunk_overlap,
                     max_file_mb=k.max_file_mb, embed_batch=k.embed_batch, candidates=k.candidates,
                     dense_weight=k.dense_weight, cjk_dense_weight=k.cjk_dense_weight, rerank_model=k.rerank_model,
-                    max_per_file=k.max_per_file)
+                    max_per_file=k.max_per_file, chroma_url=k.chroma_url)
 
 
 def open_kb(settings: Settings, embedder=None, reindex: bool = False) -> KnowledgeBase:

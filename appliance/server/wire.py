@@ -62,15 +62,35 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     user: str | None = None
     stream_options: StreamOptions | None = None
+    # Sampling extensions under llama.cpp server's names (vLLM reads top_k and min_p too), so a
+    # front-end appliance (engine.backend = "openai") keeps its sampling when this one is its cluster.
+    top_k: int = Field(40, ge=0)
+    min_p: float = Field(0.05, ge=0, le=1)
+    repeat_penalty: float = Field(1.0, gt=0)
+    dry_multiplier: float = Field(0.0, ge=0)
+    dry_base: float = Field(1.75, ge=1)
+    dry_allowed_length: int = Field(2, ge=0)
+    ignore_eos: bool = False
 
     def params(self, user: str) -> SamplingParams:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return SamplingParams(max_tokens=self.max_completion_tokens or self.max_tokens, temperature=self.temperature,
                               top_p=self.top_p, seed=self.seed, stop=stop, user=user,
-                              frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty)
+                              frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty,
+                              top_k=self.top_k, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
+                              dry_multiplier=self.dry_multiplier, dry_base=self.dry_base,
+                              dry_allowed_length=self.dry_allowed_length, ignore_eos=self.ignore_eos)
 
     def plain_messages(self) -> list[dict]:
         return [{"role": m.role, "content": m.text()} for m in self.messages]
+
+
+class TokenizeRequest(BaseModel):
+    """vLLM's /tokenize for chat messages (rendered with the model's template, generation prompt added)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str = ""
+    messages: list[Message] | None = None
 
 
 class EmbeddingRequest(BaseModel):
