@@ -86,6 +86,7 @@ def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: f
 def start_chroma(path: Path, timeout: float = 60) -> tuple[subprocess.Popen, str]:
     """`chroma run` (the vector-store server) on loopback with telemetry off; returns (process, url)
     once its heartbeat answers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     port, log = free_port(), path.parent / "chroma.log"
     chroma = Path(sys.executable).parent / "chroma"
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
