@@ -95,6 +95,9 @@ class KnowledgeSettings(_Section):
     chunk_overlap: int = Field(40, ge=0, description="Tokens carried over between neighbouring chunks.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped and reported.")
     embed_batch: int = Field(64, ge=1, description="Chunks per embedding batch.")
+    embed_backend: Literal["auto", "torch", "onnx"] = Field("auto", description="Embedding runtime: auto = "
+                                                            "ONNX Runtime int8 on machines without an NVIDIA GPU "
+                                                            "(exported once locally), torch on GPU machines.")
     candidates: int = Field(40, ge=5, description="Candidates taken from each of dense and lexical search.")
     dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense ranks against lexical "
                                 "ones (weight 1) for other questions.")

@@ -152,7 +152,7 @@ def _remote_backend(settings: Settings) -> Check:
 def _embedding_model(settings: Settings) -> Check:
     from knowledge.embed import Embedder
 
-    embedder = Embedder(settings.embedding_model or None)
+    embedder = Embedder(settings.embedding_model or None, backend=settings.knowledge.embed_backend)
     vec = embedder.encode(["appliance doctor"])
     return Check("embedding model", vec.shape == (1, embedder.dim),
                  f"{embedder.path}: dim {embedder.dim}, device {embedder.device}")

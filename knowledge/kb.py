@@ -7,7 +7,7 @@ from pathlib import Path
 
 from knowledge.db import KnowledgeDB
 from knowledge.embed import Embedder
-from knowledge.store import VectorStore
+from knowledge.store import ModelMismatch, VectorStore
 
 
 @dataclass
@@ -25,6 +25,7 @@ class KBConfig:
     rerank_model: str = ""
     max_per_file: int = 3
     chroma_url: str = ""  # a Chroma server instead of data/chroma
+    embed_backend: str = "auto"  # auto | torch | onnx
 
 
 class KnowledgeBase:
@@ -34,12 +35,24 @@ class KnowledgeBase:
                  embedding_model: str | None = None, reindex: bool = False) -> None:
         self.cfg = cfg
         self.data_dir = Path(data_dir)
-        self.embedder = embedder or Embedder(embedding_model or None, batch_size=cfg.embed_batch)
+        self.embedder = embedder or Embedder(embedding_model or None, batch_size=cfg.embed_batch,
+                                             backend=cfg.embed_backend)
         self.db = KnowledgeDB(self.data_dir / "knowledge.db")
-        self.store = VectorStore(self.data_dir / "chroma", cfg.name, self.embedder.model_id, reindex=reindex,
-                                 url=cfg.chroma_url)
+        try:
+            self.store = self._open_store(reindex)
+        except ModelMismatch as e:
+            # An index built by the other backend of the same model (before an upgrade made ONNX the
+            # CPU default, say): keep embedding with that one rather than force a re-index.
+            if not self.embedder.use_backend(e.built_with):
+                self.db.close()
+                raise
+            self.store = self._open_store(reindex)
         if reindex:
             self.db.clear_kb(cfg.name)
+
+    def _open_store(self, reindex: bool) -> VectorStore:
+        return VectorStore(self.data_dir / "chroma", self.cfg.name, self.embedder.model_id, reindex=reindex,
+                           url=self.cfg.chroma_url)
 
     @property
     def chunk_budget(self) -> int:

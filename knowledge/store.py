@@ -31,7 +31,11 @@ class DenseHit:
 
 
 class ModelMismatch(KnowledgeError):
-    """The collection was built with another embedding model."""
+    """The collection was built with another embedding model (`built_with`)."""
+
+    def __init__(self, message: str, built_with: str = "") -> None:
+        super().__init__(message)
+        self.built_with = built_with
 
 
 def collection_name(kb: str) -> str:
@@ -76,7 +80,7 @@ class VectorStore:
         elif built_with and built_with != model_id and self._col.count() > 0:
             raise ModelMismatch(
                 f"knowledge base {kb!r} was indexed with embedding model {built_with!r}, but "
-                f"{model_id!r} is configured; re-index with `appliance ingest DIR --reindex`")
+                f"{model_id!r} is configured; re-index with `appliance ingest DIR --reindex`", built_with)
 
     def reset(self) -> None:
         """Drop every vector (re-index after an embedding model change)."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Ingest benchmark: a generated corpus of mixed files (default 50 MB), first run and re-run.
 
-    .venv/bin/python scripts/bench_ingest.py [--mb 50] [--out bench-out/ingest.json]
+    .venv/bin/python scripts/bench_ingest.py [--mb 50] [--backends torch,onnx] [--out bench-out/ingest.json]
 
 Reports files/s, MB/s, chunks/s, the share of time in embedding versus parsing, chunking and
 storing, and the time of a re-ingest with nothing changed (and its ratio to the first run).
@@ -72,37 +72,48 @@ def generate(folder: Path, megabytes: float, seed: int = 7) -> int:
     return n
 
 
+def _measure(kb: KnowledgeBase, docs: Path, n_files: int, size: int, prefix: str) -> dict:
+    first = ingest(kb, docs)
+    second = ingest(kb, docs)
+    kb.close()
+    t = first.timings
+    work_s = sum(t[k] for k in ("parse", "chunk", "embed", "store"))
+    result = {
+        "chunks": first.chunks, "failed": first.count("failed"), "first_s": round(t["total"], 1),
+        "files_per_s": round(n_files / t["total"], 1), "mb_per_s": round(size / 2**20 / t["total"], 2),
+        "chunks_per_s": round(first.chunks / t["total"], 1),
+        "share_embed": round(t["embed"] / work_s, 3),
+        "share_parse": round(t["parse"] / work_s, 3), "share_chunk": round(t["chunk"] / work_s, 3),
+        "share_store": round(t["store"] / work_s, 3),
+        "rerun_s": round(second.timings["total"], 2),
+        "rerun_ratio": round(second.timings["total"] / t["total"], 4),
+        "rerun_unchanged": second.count("unchanged"),
+    }
+    return {prefix + k: v for k, v in result.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=50.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "ingest.json")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpus and index")
+    ap.add_argument("--backends", default="auto", help="embedding backends, e.g. torch,onnx (one index each)")
     args = ap.parse_args()
     install_guard()
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     try:
-        docs, data = work / "docs", work / "data"
+        docs = work / "docs"
         t0 = time.perf_counter()
         n_files = generate(docs, args.mb)
         size = sum(p.stat().st_size for p in docs.rglob("*") if p.is_file())
         print(f"generated {n_files} files, {size / 2**20:.1f} MB in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-        kb = KnowledgeBase(data, KBConfig())
-        first = ingest(kb, docs)
-        second = ingest(kb, docs)
-        t = first.timings
-        work_s = sum(t[k] for k in ("parse", "chunk", "embed", "store"))
-        result = {
-            "files": n_files, "mb": round(size / 2**20, 1), "chunks": first.chunks,
-            "failed": first.count("failed"), "first_s": round(t["total"], 1),
-            "files_per_s": round(n_files / t["total"], 1), "mb_per_s": round(size / 2**20 / t["total"], 2),
-            "chunks_per_s": round(first.chunks / t["total"], 1),
-            "share_embed": round(t["embed"] / work_s, 3),
-            "share_parse": round(t["parse"] / work_s, 3), "share_chunk": round(t["chunk"] / work_s, 3),
-            "share_store": round(t["store"] / work_s, 3),
-            "rerun_s": round(second.timings["total"], 2),
-            "rerun_ratio": round(second.timings["total"] / t["total"], 4),
-            "rerun_unchanged": second.count("unchanged"),
-        }
+        result: dict = {"files": n_files, "mb": round(size / 2**20, 1)}
+        for backend in args.backends.split(","):
+            # The same files into a fresh index per embedding backend, one after the other, in one run.
+            result.update(_measure(KnowledgeBase(work / f"data-{backend}", KBConfig(embed_backend=backend)),
+                                   docs, n_files, size, prefix="" if "," not in args.backends else f"{backend}_"))
+        if args.backends == "torch,onnx":
+            result["onnx_speedup"] = round(result["onnx_chunks_per_s"] / result["torch_chunks_per_s"], 2)
         write_metrics(args.out, result)
     finally:
         if not args.keep:

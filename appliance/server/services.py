@@ -69,7 +69,7 @@ def kb_config(settings: Settings) -> KBConfig:
     return KBConfig(name=k.collection, chunk_tokens=k.chunk_tokens, chunk_overlap=k.chunk_overlap,
                     max_file_mb=k.max_file_mb, embed_batch=k.embed_batch, candidates=k.candidates,
                     dense_weight=k.dense_weight, cjk_dense_weight=k.cjk_dense_weight, rerank_model=k.rerank_model,
-                    max_per_file=k.max_per_file, chroma_url=k.chroma_url)
+                    max_per_file=k.max_per_file, chroma_url=k.chroma_url, embed_backend=k.embed_backend)
 
 
 def open_kb(settings: Settings, embedder=None, reindex: bool = False) -> KnowledgeBase:
