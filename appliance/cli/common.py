@@ -28,6 +28,11 @@ def load_cli_settings(config: Path | None = None) -> Settings:
     settings = load_settings(config)
     # The bind address may be a name, and a scaled-out front-end talks to its cluster and vector server.
     install_guard(settings.offline, settings.network_hosts())
+    # Old data is migrated forward before anything reads it; data from a newer version is refused.
+    if settings.data_path.is_dir():
+        from appliance.schema import ensure
+
+        ensure(settings.data_path)
     return settings
 
 
