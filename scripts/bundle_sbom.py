@@ -37,8 +37,10 @@ def main(bundle: Path, cyclonedx: str) -> int:
     reqs = bundle / "requirements.txt"  # the exact set the target installs, for auditors too
     reqs.write_text("".join(f"{n}=={v}\n" for n, v in sorted(files)))
     out = bundle / "sbom.cdx.json"
-    subprocess.run([cyclonedx, "requirements", str(reqs), "--output-format", "JSON", "--outfile", str(out)],
-                   check=True, capture_output=True)
+    done = subprocess.run([cyclonedx, "requirements", str(reqs), "--of", "JSON", "-o", str(out),
+                           "--pyproject", str(bundle / "appliance" / "pyproject.toml")], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"cyclonedx-py failed: {done.stderr[-2000:]}")
     sbom = json.loads(out.read_text())
     for comp in sbom.get("components", []):
         path = files.get((canonicalize_name(comp.get("name", "")), comp.get("version", "")))
