@@ -16,7 +16,6 @@ and restore names any registered model whose file is missing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sqlite3
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from appliance.errors import ApplianceError
 from appliance.locks import WriterLock
+from appliance.models.registry import sha256_file
 
 FORMAT = 1
 MANIFEST = "backup.json"
@@ -91,7 +91,7 @@ def verify(folder: Path) -> dict:
                           "upgrade the appliance first")
     for rel, (size, digest) in manifest["files"].items():
         path = folder / rel
-        if not path.is_file() or path.stat().st_size != size or _sha256(path) != digest:
+        if not path.is_file() or path.stat().st_size != size or sha256_file(path) != digest:
             raise BackupError(f"backup damaged: {rel} does not match its checksum; nothing was restored")
     return manifest
 
@@ -130,7 +130,7 @@ def _manifest(stage: Path) -> dict:
         __version__ = version("appliance")
     except PackageNotFoundError:
         __version__ = "unknown"
-    files = {str(p.relative_to(stage)): [p.stat().st_size, _sha256(p)]
+    files = {str(p.relative_to(stage)): [p.stat().st_size, sha256_file(p)]
              for p in sorted(stage.rglob("*")) if p.is_file()}
     return {"format": FORMAT, "appliance": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "counts": _counts(stage), "files": files,
@@ -155,14 +155,6 @@ def _counts(stage: Path) -> dict:
             finally:
                 conn.close()
     return counts
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _write_archive(stage: Path, out: Path) -> None:

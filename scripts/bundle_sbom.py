@@ -7,13 +7,15 @@ file's sha256, plus the pre-built llama.cpp wheels and the GGUF models it carrie
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from appliance.models.registry import sha256_file  # noqa: E402
 
 
 def _name_version(path: Path) -> tuple[str, str]:
@@ -22,14 +24,6 @@ def _name_version(path: Path) -> tuple[str, str]:
     else:
         name, version = parse_sdist_filename(path.name)
     return canonicalize_name(name), str(version)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main(bundle: Path, cyclonedx: str) -> int:
@@ -45,14 +39,14 @@ def main(bundle: Path, cyclonedx: str) -> int:
     for comp in sbom.get("components", []):
         path = files.get((canonicalize_name(comp.get("name", "")), comp.get("version", "")))
         if path is not None:
-            comp["hashes"] = [{"alg": "SHA-256", "content": _sha256(path)}]
+            comp["hashes"] = [{"alg": "SHA-256", "content": sha256_file(path)}]
             comp.setdefault("properties", []).append({"name": "appliance:file", "value": f"wheelhouse/{path.name}"})
     extra = [("library", p, "llama-wheels") for p in sorted((bundle / "llama-wheels").rglob("*.whl"))]
     extra += [("machine-learning-model", p, "models") for p in sorted((bundle / "models").glob("*"))]
     for kind, path, folder in extra:
         sbom.setdefault("components", []).append({
             "type": kind, "name": path.name, "bom-ref": f"{folder}/{path.relative_to(bundle / folder)}",
-            "hashes": [{"alg": "SHA-256", "content": _sha256(path)}],
+            "hashes": [{"alg": "SHA-256", "content": sha256_file(path)}],
             "properties": [{"name": "appliance:file", "value": str(path.relative_to(bundle))}]})
     out.write_text(json.dumps(sbom, indent=1))
     print(f"SBOM: {len(sbom.get('components', []))} components")
