@@ -59,6 +59,9 @@ class EngineSettings(_Section):
                              description="KV tokens reserved for generation when admitting a request.")
     max_queue: int = Field(64, ge=0, description="Waiting requests before submit answers 'overloaded'.")
     per_user_queue: int = Field(16, ge=1, description="Waiting requests allowed per user (fairness cap).")
+    background_slots: int = Field(0, ge=0, description="Most sequences of background work (batch jobs, "
+                                  "priority 1) running at once; 0 = half of n_seq_max. Interactive requests "
+                                  "are always admitted first.")
     prefix_cache: bool = Field(True, description="Keep finished sequences' KV to share with new ones.")
     continuous_batching: bool = Field(True,
                                       description="Decode many sequences per step; off = one at a time.")

@@ -1,6 +1,7 @@
 """The OpenAI-compatible API through the official `openai` client, against a real server."""
 
 import json
+import os
 import time
 
 import httpx
@@ -8,6 +9,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from .conftest import ROOT
 from .server_helpers import start_server
 
 
@@ -232,3 +234,45 @@ def test_documents_api_refuses_an_oversized_upload(server):
     r = httpx.post(server.url + "/v1/documents", headers=admin, files=big)
     assert r.status_code == 413 and "size limit" in r.json()["error"]["message"]
     assert not (server.data / "uploads" / "big.txt").exists()
+
+
+def test_structured_output_follows_the_json_schema(client, server):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"port": {"type": "integer"}, "protocol": {"enum": ["http", "https"]}},
+              "required": ["port", "protocol"]}
+    r = client.chat.completions.create(model="smollm2-135m", max_tokens=60, temperature=0, messages=[
+        {"role": "user", "content": "The server listens on port 8000 over http. Give port and protocol as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "endpoint", "schema": schema}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    bad = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {server.key}"},
+                     json={"model": "smollm2-135m", "messages": [{"role": "user", "content": "x"}],
+                           "grammar": "root ::= ( unclosed"})
+    assert bad.status_code == 400 and "grammar" in bad.json()["error"]["message"]
+
+
+def test_a_batch_job_runs_beside_chat_through_the_server(server, tmp_path):
+    """`appliance batch run` hands its items to the running server as background work; a user's
+    question asked meanwhile is answered (it is served, not queued behind the job)."""
+    import subprocess
+    import sys
+
+    template = tmp_path / "t.toml"
+    template.write_text('instruction = "Summarise the section in one short sentence."\nmax_tokens = 24\n')
+    out = tmp_path / "out.jsonl"
+    job = subprocess.Popen([sys.executable, "-m", "appliance.cli", "batch", "run", str(template), "--out", str(out),
+                            "--over", "en/getting-started.md", "--json"], cwd=ROOT, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env={**os.environ, "APPLIANCE_DATA_DIR": str(server.data)})
+    headers = {"Authorization": f"Bearer {server.key}"}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and job.poll() is None and not out.exists():
+        time.sleep(0.2)
+    r = httpx.post(server.url + "/v1/chat/completions", headers=headers, timeout=120,
+                   json={"model": "smollm2-135m", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
+    stdout, stderr = job.communicate(timeout=300)
+    assert job.returncode == 0, stderr
+    assert "using the running server" in stderr
+    summary = json.loads(stdout.splitlines()[-1])
+    assert summary["ok"] == summary["items"] > 0 and summary["failed"] == 0

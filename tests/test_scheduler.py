@@ -160,3 +160,33 @@ def test_single_slot_reuses_its_cached_prefix():
     while not b.is_finished:
         run_step(s)
     assert s.cache.live_cells() == 0
+
+
+def test_background_requests_wait_behind_interactive_ones_and_keep_slots_free():
+    s = make(n_slots=4)
+    batch = [Sequence(prompt_tokens=[100 + i] * 10, params=SamplingParams(user="batch", priority=1), max_tokens=50)
+             for i in range(6)]
+    for b in batch:
+        s.add(b)
+    run_step(s)
+    assert sum(1 for r in s.running if r.params.priority) == 2  # half the slots, not all four
+    user = seq(range(20), user="alice")
+    s.add(user)  # arrives after six background requests
+    run_step(s)
+    assert user in s.running  # admitted before the four background ones still waiting
+    assert all(b.status is Status.WAITING for b in batch[2:])
+    s.add(seq(range(300, 330), user="bob"))
+    run_step(s)
+    assert [r.params.user for r in s.running].count("batch") == 2 and len(s.running) == 4
+
+
+def test_background_is_preempted_first():
+    s = make(n_cells=60, n_slots=4)
+    b = Sequence(prompt_tokens=[5] * 20, params=SamplingParams(user="batch", priority=1), max_tokens=40)
+    s.add(b)
+    run_step(s)
+    u = seq(range(20), max_tokens=40, user="alice")
+    s.add(u)
+    for _ in range(12):
+        run_step(s)
+    assert b.preemptions >= 1 and u.preemptions == 0

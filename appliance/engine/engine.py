@@ -62,7 +62,7 @@ class Engine:
         self.scheduler = Scheduler(self.cache, SchedulerConfig(
             max_running=r.n_seq_max if knobs.continuous_batching else 1,
             n_batch=r.n_batch, prefill_chunk=knobs.prefill_chunk, gen_reserve=knobs.gen_reserve,
-            max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue,
+            max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue, background_slots=knobs.background_slots,
             # Recurrent and hybrid models keep one state per sequence, not per position: a prefix
             # cannot be shared or cut back, so they run without the prefix cache.
             prefix_cache=knobs.prefix_cache and not r.recurrent))
@@ -98,6 +98,8 @@ class Engine:
             self.tokenize_messages(prompt)  # type: ignore[arg-type]
         if not tokens:
             raise ValueError("empty prompt")
+        if params.grammar and not self.runner.grammar_ok(params.grammar):
+            raise ValueError("the grammar (or JSON schema) cannot be parsed by llama.cpp")
         if len(tokens) + 1 > self.runner.n_ctx:
             raise PromptTooLong(len(tokens), self.runner.n_ctx)
         max_tokens = min(params.max_tokens or self.knobs.default_max_tokens,

@@ -308,6 +308,12 @@ class LlamaRunner:
         chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         if not chain:
             raise EngineError("could not create a sampler chain")
+        if p.grammar:  # first: every later sampler then only sees tokens the grammar allows
+            grammar = lib.llama_sampler_init_grammar(self._vocab, p.grammar.encode(), b"root")
+            if not grammar:
+                lib.llama_sampler_free(chain)
+                raise EngineError("the grammar does not parse")
+            lib.llama_sampler_chain_add(chain, grammar)
         # Why top-k first: the penalty samplers over the full vocabulary are slow.
         if p.temperature > 0 and p.top_k > 0:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(p.top_k))
@@ -327,6 +333,14 @@ class LlamaRunner:
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(
                 lib.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF))
         self._samplers[key] = chain
+
+    def grammar_ok(self, grammar: str) -> bool:
+        """Whether llama.cpp parses `grammar` (GBNF, start rule `root`)."""
+        sampler = self.lib.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
+        if not sampler:
+            return False
+        self.lib.llama_sampler_free(sampler)
+        return True
 
     def sample(self, key: int, row: int) -> int:
         """Sample (and accept) the next token of sequence `key` from batch row `row`."""

@@ -217,6 +217,10 @@ class RemoteBackend:
             body["seed"] = p.seed
         if p.ignore_eos:
             body["ignore_eos"] = True
+        if p.grammar:  # llama.cpp server's (and the appliance's) field for constrained output
+            body["grammar"] = p.grammar
+        if p.priority:
+            body["priority"] = p.priority  # the appliance's and vLLM's (with --scheduling-policy priority)
         return body
 
     async def _start(self, call: RemoteCall, channel: Channel, body: dict) -> None:

@@ -33,6 +33,7 @@ class SchedulerConfig:
     max_queue: int = 64
     per_user_queue: int = 16
     prefix_cache: bool = True
+    background_slots: int = 0  # most running background (priority 1) sequences; 0 = half of max_running
 
 
 _MIN_SHARED_WAIT = 32  # tokens: a shorter common prefix is not worth a delay
@@ -158,14 +159,21 @@ class Scheduler:
     def _admit(self) -> None:
         if self._hold_admission and self.running:
             return
-        for seq in list(self.waiting):
+        # Interactive requests first (FIFO within a class); background ones only on their own slots,
+        # so a batch job never holds every slot when a user asks.
+        background = sum(1 for s in self.running if s.params.priority)
+        cap = self.cfg.background_slots or max(1, self.cfg.max_running // 2)
+        for seq in sorted(self.waiting, key=lambda s: s.params.priority):
             if len(self.running) >= self.cfg.max_running:
+                break
+            if seq.params.priority and background >= cap:
                 break
             if self.cfg.prefix_cache and self._prefix_in_flight(seq):
                 continue  # keeps its place; admitted once the shared prefix is computed
             if not self._try_admit(seq):
                 break  # FIFO for memory: nobody overtakes a request that does not fit yet
             self.waiting.remove(seq)
+            background += seq.params.priority
 
     def _prefix_in_flight(self, seq: Sequence) -> bool:
         """Whether a running sequence is still computing a prefix this one could share.
@@ -237,7 +245,7 @@ class Scheduler:
             if seq.n_pending == 1 and budget > 0:
                 items.append(self._item(seq, 1))
                 budget -= 1
-        for seq in self.running:
+        for seq in sorted(self.running, key=lambda s: s.params.priority):  # interactive prefill first
             if seq.n_pending > 1 and budget > 0:
                 n = min(seq.n_pending, self.cfg.prefill_chunk, budget)
                 items.append(self._item(seq, n))
@@ -252,10 +260,10 @@ class Scheduler:
                          logits=start + n == seq.n_tokens, seq=seq)
 
     def _preempt_youngest(self) -> bool:
-        """Requeue the most recently admitted running sequence (keeping its tokens)."""
+        """Requeue the most recently admitted running sequence, background ones first (keeping its tokens)."""
         if len(self.running) <= 1:
             return False
-        seq = max(self.running, key=lambda s: s.admit_order)
+        seq = max(self.running, key=lambda s: (s.params.priority, s.admit_order))  # background first
         self.running.remove(seq)
         self.cache.release(seq.slot)
         seq.slot, seq.n_computed = None, 0

@@ -47,6 +47,11 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     user: str = "anonymous"
     ignore_eos: bool = False  # benchmarks: generate exactly max_tokens
+    # A GBNF grammar the output must follow (JSON schemas are converted to one); "" = free text.
+    grammar: str = ""
+    # 0 = interactive; 1 = background (batch jobs): admitted after waiting interactive requests, on
+    # at most the scheduler's background slots, and preempted first.
+    priority: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -61,6 +66,8 @@ class SamplingParams:
             raise ValueError("frequency_penalty and presence_penalty must be in [-2, 2]")
         if self.repeat_penalty <= 0 or self.dry_multiplier < 0:
             raise ValueError("repeat_penalty must be > 0 and dry_multiplier >= 0")
+        if self.priority not in (0, 1):
+            raise ValueError("priority must be 0 (interactive) or 1 (background)")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in self.stop if s]

@@ -47,6 +47,20 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = "output"
+    schema_: dict = Field(default_factory=dict, alias="schema")
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's structured output: free text, any JSON object, or JSON that follows a schema."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: str = Field("text", pattern="^(text|json_object|json_schema)$")
+    json_schema: JsonSchemaFormat | None = None
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str
@@ -71,6 +85,22 @@ class ChatRequest(BaseModel):
     dry_base: float = Field(1.75, ge=1)
     dry_allowed_length: int = Field(2, ge=0)
     ignore_eos: bool = False
+    response_format: ResponseFormat | None = None
+    grammar: str | None = None  # llama.cpp server's name: a GBNF grammar the answer must follow
+    priority: int = Field(0, ge=0, le=1, description="0 interactive; 1 background (batch jobs)")
+
+    def grammar_text(self) -> str:
+        """The grammar this request's output must follow ("" for free text)."""
+        from appliance.engine.grammar import json_object_grammar, schema_to_grammar
+
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_schema":
+            if fmt.json_schema is None or not fmt.json_schema.schema_:
+                raise ValueError("response_format json_schema needs json_schema.schema")
+            return schema_to_grammar(fmt.json_schema.schema_)
+        if fmt is not None and fmt.type == "json_object":
+            return json_object_grammar()
+        return self.grammar or ""
 
     def params(self, user: str) -> SamplingParams:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -79,7 +109,8 @@ class ChatRequest(BaseModel):
                               frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty,
                               top_k=self.top_k, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
                               dry_multiplier=self.dry_multiplier, dry_base=self.dry_base,
-                              dry_allowed_length=self.dry_allowed_length, ignore_eos=self.ignore_eos)
+                              dry_allowed_length=self.dry_allowed_length, ignore_eos=self.ignore_eos,
+                              grammar=self.grammar_text(), priority=self.priority)
 
     def plain_messages(self) -> list[dict]:
         return [{"role": m.role, "content": m.text()} for m in self.messages]
