@@ -149,7 +149,7 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
             run_bench(opts, on_request=lambda rec: bar.advance(task), stop=stop, runs=runs)
         except KeyboardInterrupt:  # Ctrl-C: keep the runs that ended, write a partial report
             stop.set()
-    meta = meta_for(opts, settings.engine.model_dump())
+    meta = meta_for(opts, settings.engine.model_dump(mode="json"))
     meta["partial"] = stop.is_set()
     files = write(out, runs, meta, ladder)
     from appliance.bench.load import summarise
