@@ -2,6 +2,7 @@
 """The front-end's overhead: the same load straight at the cluster and through a front-end appliance.
 
     .venv/bin/python scripts/bench_scale_out.py [--concurrency 1,4] [--requests 4] [--rounds 2]
+        [--cluster-url http://127.0.0.1:8080 --cluster-model NAME]     # llama-server or vLLM as the cluster
 
 Starts a "cluster" (an appliance with the local engine), a `chroma run` vector server and a
 front-end appliance with `engine.backend = "openai"`; then, per concurrency, runs the chat workload
@@ -17,6 +18,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,15 +38,20 @@ def main() -> None:
     ap.add_argument("--workload", default="chat")
     ap.add_argument("--rounds", type=int, default=2, help="Runs per path and concurrency, order alternating.")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "scale-out.json")
+    ap.add_argument("--cluster-url", help="An OpenAI-compatible server already running (llama-server, vLLM) "
+                                          "to use as the cluster instead of a second appliance.")
+    ap.add_argument("--cluster-model", default="smollm2-135m", help="The model id to ask the cluster for.")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="scale-out-") as tmp:
         work = Path(tmp)
-        cluster = start_server(work / "cluster", "--no-ui", env=BASE)
+        cluster = SimpleNamespace(url=args.cluster_url.rstrip("/").removesuffix("/v1"), key="", stop=lambda: None) \
+            if args.cluster_url else start_server(work / "cluster", "--no-ui", env=BASE)
         chroma, chroma_url = start_chroma(work / "chroma" / "store")
-        front = start_server(work / "front", "--no-ui", env={**BASE, **scale_out_env(cluster, chroma_url)})
+        env = {**BASE, **scale_out_env(cluster, chroma_url), "APPLIANCE_ENGINE__REMOTE_MODEL": args.cluster_model}
+        front = start_server(work / "front", "--no-ui", env=env)
         try:
             rows = measure(cluster, front, [int(c) for c in args.concurrency.split(",")], args.requests,
-                           workloads.get(args.workload), args.rounds)
+                           workloads.get(args.workload), args.rounds, args.cluster_model)
         finally:
             front.stop()
             cluster.stop()
@@ -57,9 +64,9 @@ def main() -> None:
     print(f"\nwritten: {args.out}")
 
 
-def measure(cluster, front, levels: list[int], requests: int, workload, rounds: int) -> list[dict]:
-    direct = Target("cluster", cluster.url + "/v1", "smollm2-135m", cluster.key)
-    through = Target("front-end", front.url + "/v1", "smollm2-135m", front.key)
+def measure(cluster, front, levels: list[int], requests: int, workload, rounds: int, model: str) -> list[dict]:
+    direct = Target("cluster", cluster.url + "/v1", model, cluster.key)
+    through = Target("front-end", front.url + "/v1", model, front.key)
     run_load(direct, workload, 1, 1)  # warm both paths (first prompt, connection pools)
     run_load(through, workload, 1, 1)
     rows = []

@@ -45,7 +45,9 @@ class RemoteTokenizer:
         if self.mode in ("auto", "messages"):
             r = await self._client.post("/tokenize", json={"model": self._model, "messages": messages,
                                                            "add_generation_prompt": True})
-            if r.status_code == 200 and "tokens" in r.json():
+            # llama-server answers this form with an empty list (it reads only `content`): messages
+            # always render to some tokens, so an empty answer means "not understood".
+            if r.status_code == 200 and r.json().get("tokens"):
                 self.mode = "messages"
                 return list(r.json()["tokens"])
             if self.mode == "messages":
