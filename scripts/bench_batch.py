@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "batch.json")
+    ap.add_argument("--no-schema", action="store_true", help="free text: no grammar sampler")
     args = ap.parse_args()
     install_guard()
     TEMPLATE.max_tokens = args.max_tokens
@@ -53,10 +54,11 @@ def main() -> int:
         rows = {}
         for name, window in (("sequential", 1), ("batched", args.window)):
             with Engine(ctx, knobs, None, "smollm2") as engine:  # a fresh engine: no cache carried over
-                s = run_batch(engine, TEMPLATE, items, Path(tmp) / f"{name}.jsonl", SCHEMA, window=window)
+                s = run_batch(engine, TEMPLATE, items, Path(tmp) / f"{name}.jsonl", None if args.no_schema else SCHEMA,
+                              window=window)
             rows[name] = {"window": window, **s.as_dict()}
     seq, bat = rows["sequential"], rows["batched"]
-    result = {"items": len(items), "max_tokens": args.max_tokens, **rows,
+    result = {"items": len(items), "max_tokens": args.max_tokens, "schema": not args.no_schema, **rows,
               "items_per_s_ratio": _ratio(bat["items_per_s"], seq["items_per_s"]),
               "tokens_per_s_ratio": _ratio(bat["tokens_per_s"], seq["tokens_per_s"])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
