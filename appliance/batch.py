@@ -22,6 +22,7 @@ from pathlib import Path
 from appliance.engine.errors import EngineOverloaded
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
+from knowledge.retrieve import under
 
 _TEMPLATE_KEYS = {"instruction", "item", "over", "max_tokens", "max_chars"}
 
@@ -91,17 +92,16 @@ class Summary:
 
 def select_items(db, kb: str, template: Template, sources: list[str]) -> list[Item]:
     """Chunks (or whole files) of the knowledge base under any of `sources` (prefixes; empty = all)."""
-    rows = db.conn.execute('SELECT id, source, page, heading, text FROM chunks WHERE kb = ? '
-                           'ORDER BY source, start, rowid', (kb,)).fetchall()
     wanted = [s.strip("/") for s in sources if s.strip("/")]
-    rows = [r for r in rows if not wanted or any(r[1] == w or r[1].startswith(w + "/") for w in wanted)]
+    rows = [r for r in db.chunks_in_order(kb)
+            if not wanted or any(under(r["source"], w) for w in wanted)]
     if template.over == "chunks":
-        return [Item(r[0], r[1], r[2] if r[2] not in (None, -1) else None, r[3] or "", r[4][: template.max_chars])
-                for r in rows]
-    files: dict[str, list] = {}
+        return [Item(r["id"], r["source"], r["page"] if r["page"] not in (None, -1) else None, r["heading"],
+                     r["text"][: template.max_chars]) for r in rows]
+    files: dict[str, list[dict]] = {}
     for r in rows:
-        files.setdefault(r[1], []).append(r)
-    return [Item(f"file:{source}", source, None, "", "\n\n".join(r[4] for r in group)[: template.max_chars])
+        files.setdefault(r["source"], []).append(r)
+    return [Item(f"file:{source}", source, None, "", "\n\n".join(r["text"] for r in group)[: template.max_chars])
             for source, group in files.items()]
 
 

@@ -67,6 +67,12 @@ class ChunkStore:
                                "text": r[5], "start": r[6], "end": r[7], "path": r[8]} for r in rows})
         return out
 
+    def in_order(self, kb: str) -> list[dict]:
+        """Every chunk of `kb` (id, source, page, heading, text), by source then position in it."""
+        rows = self.conn.execute('SELECT id, source, page, heading, text FROM chunks WHERE kb = ? '
+                                 'ORDER BY source, start, rowid', (kb,)).fetchall()
+        return [{"id": r[0], "source": r[1], "page": r[2], "heading": r[3] or "", "text": r[4]} for r in rows]
+
     def rows_for_index(self) -> Iterable[tuple[int, str, str, str]]:
         """(rowid, title, heading, text) of every chunk: what the lexical index is rebuilt from."""
         yield from self.conn.execute("SELECT rowid, title, heading, text FROM chunks")

@@ -79,6 +79,10 @@ class KnowledgeDB:
         return self.chunks.by_id(ids)
 
     @_locked
+    def chunks_in_order(self, kb: str) -> list[dict]:
+        return self.chunks.in_order(kb)
+
+    @_locked
     def idf(self, query_terms: list[str]) -> dict[str, float]:
         return self.lexical.idf(query_terms)
 

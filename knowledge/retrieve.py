@@ -72,7 +72,7 @@ class Retriever:
         rows = self.kb.db.chunks_by_id(fused)
         if path_prefix:
             prefix = path_prefix.strip("/")
-            fused = {c: s for c, s in fused.items() if c in rows and _under(rows[c]["source"], prefix)}
+            fused = {c: s for c, s in fused.items() if c in rows and under(rows[c]["source"], prefix)}
         order = _diverse(sorted((c for c in fused if c in rows), key=fused.__getitem__, reverse=True), rows,
                          self.kb.cfg.max_per_file)
         sims = {h.id: h.similarity for h in dense}
@@ -132,7 +132,8 @@ def _diverse(order: list[str], rows: dict[str, dict], max_per_file: int) -> list
     return out
 
 
-def _under(source: str, prefix: str) -> bool:
+def under(source: str, prefix: str) -> bool:
+    """Whether `source` is the document `prefix` or lies in the folder `prefix` (source paths)."""
     return source == prefix or source.startswith(prefix + "/")
 
 
