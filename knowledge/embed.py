@@ -111,9 +111,8 @@ class Embedder:
 
     def ensure_onnx(self) -> Path:
         """The int8 ONNX export of this model, exported now if missing (once per model and machine)."""
-        from knowledge.embed_onnx import export, onnx_file, pooling_of
+        from knowledge.embed_onnx import export, onnx_file
 
-        pooling_of(self.path)
         out = onnx_file(self.path, _folder_fingerprint(self.path))
         if not out.is_file():
             log.warning("exporting %s to ONNX int8 (once, about 10 s)", self.name)

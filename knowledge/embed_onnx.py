@@ -91,7 +91,7 @@ def export(model_dir: Path, out: Path) -> Path:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer warnings about Python control flow in the model
-            torch.onnx.export(_Hidden(model), tuple(sample[k] for k in _INPUTS), str(fp32),
+            torch.onnx.export(_hidden_states(model), tuple(sample[k] for k in _INPUTS), str(fp32),
                               input_names=list(_INPUTS), output_names=["last_hidden_state"], dynamic_axes=axes,
                               opset_version=17, dynamo=False)
         _fuse(fp32, fused, model.config)
@@ -129,22 +129,21 @@ def _quantize(src: Path, dst: Path) -> None:
         root.setLevel(level)
 
 
-class _Hidden:
-    """The transformer with positional tensor inputs and one output (what torch.onnx.export traces)."""
+def _hidden_states(model):
+    """The transformer as a module with positional tensor inputs and one output (what
+    torch.onnx.export traces); defined here because torch is imported only to export."""
+    import torch
 
-    def __new__(cls, model):
-        import torch
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
 
-        class Wrapper(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
 
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).last_hidden_state
-
-        return Wrapper()
+    return Hidden()
 
 
 class OnnxEncoder:
@@ -164,6 +163,10 @@ class OnnxEncoder:
         self._tok.enable_truncation(max_length=max_tokens)
         pad = self._tok.token_to_id("[PAD]")
         self._tok.enable_padding(pad_id=0 if pad is None else pad, pad_token="[PAD]")
+        # Counting chunk sizes needs the same vocabulary without truncation or padding.
+        self._count_tok = Tokenizer.from_str(self._tok.to_str())
+        self._count_tok.no_truncation()
+        self._count_tok.no_padding()
         self.dim = int(self._session.get_outputs()[0].shape[-1] or 0) or self._probe_dim()
 
     def _probe_dim(self) -> int:
@@ -196,13 +199,4 @@ class OnnxEncoder:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Tokens of each text without special tokens and without truncation."""
-        return [len(e.ids) for e in self._counter().encode_batch(texts, add_special_tokens=False)]
-
-    def _counter(self):
-        if not hasattr(self, "_count_tok"):
-            from tokenizers import Tokenizer
-
-            self._count_tok = Tokenizer.from_str(self._tok.to_str())
-            self._count_tok.no_truncation()
-            self._count_tok.no_padding()
-        return self._count_tok
+        return [len(e.ids) for e in self._count_tok.encode_batch(texts, add_special_tokens=False)]

@@ -312,13 +312,17 @@ class RemoteBackend:
                 call.finish_reason = choice["finish_reason"]
 
     # -- reachability ----------------------------------------------------------------------
+    def _model_ids(self, timeout: float) -> list[str]:
+        """The model ids the cluster lists (raises httpx.HTTPError or BackendError)."""
+        data = self._run(self._get_json("/v1/models"), timeout=timeout)
+        return [m.get("id") for m in data.get("data", []) if m.get("id")]
+
     def _first_model(self) -> str:
         try:
-            data = self._run(self._get_json("/v1/models"), timeout=30)
+            ids = self._model_ids(timeout=30)
         except (httpx.HTTPError, BackendError) as e:
             raise BackendUnavailable(f"cannot list the models of the inference cluster at {self.opts.base} "
                                      f"({e}); start it, or set engine.remote_model") from None
-        ids = [m.get("id") for m in data.get("data", []) if m.get("id")]
         # Another appliance lists its RAG model first: ask for the plain model behind it.
         ids = [i for i in ids if i != "appliance-rag"] or ids
         if not ids:
@@ -335,15 +339,14 @@ class RemoteBackend:
         """While the cluster is away: one cheap GET, so /healthz sees it come back."""
         self._probed = time.monotonic()
         try:
-            self._run(self._get_json("/v1/models"), timeout=15)
+            self._model_ids(timeout=15)
             self._problem = None
         except (httpx.HTTPError, BackendError, TimeoutError):
             pass
 
     def check(self) -> dict:
         """`appliance doctor`: reachable, model listed, one generated token. Raises BackendError."""
-        data = self._run(self._get_json("/v1/models"), timeout=30)
-        ids = [m.get("id") for m in data.get("data", [])]
+        ids = self._model_ids(timeout=30)
         if self.model_name not in ids:
             raise BackendError(f"the cluster does not list model {self.model_name!r} (it has {ids})")
         messages = [{"role": "user", "content": "Say OK."}]

@@ -8,15 +8,12 @@ messages; llama.cpp server's `POST /apply-template` then `POST /tokenize`; or, w
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from appliance.engine.errors import BackendError, BackendUnavailable
-
-log = logging.getLogger("appliance.engine")
 
 
 class RemoteTokenizer:

@@ -51,8 +51,7 @@ async def tokenize(body: wire.TokenizeRequest, user: User = Depends(current_user
     if not body.messages:
         raise wire.ApiError(400, "messages is required (this server counts chat prompts only)", "invalid_request")
     try:
-        tokens = await asyncio.to_thread(svc.engine.tokenize_messages,
-                                         [{"role": m.role, "content": m.text()} for m in body.messages])
+        tokens = await asyncio.to_thread(svc.engine.tokenize_messages, wire.plain_messages(body.messages))
     except ChatTemplateError as e:
         raise wire.ApiError(400, str(e), "invalid_request") from None
     return {"count": len(tokens), "tokens": tokens}

@@ -113,7 +113,12 @@ class ChatRequest(BaseModel):
                               grammar=self.grammar_text(), priority=self.priority)
 
     def plain_messages(self) -> list[dict]:
-        return [{"role": m.role, "content": m.text()} for m in self.messages]
+        return plain_messages(self.messages)
+
+
+def plain_messages(messages: list[Message]) -> list[dict]:
+    """{"role", "content"} dicts with content parts joined to text (what the chat template takes)."""
+    return [{"role": m.role, "content": m.text()} for m in messages]
 
 
 class TokenizeRequest(BaseModel):
