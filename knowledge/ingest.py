@@ -208,8 +208,8 @@ def _check_free_space(kb: KnowledgeBase, report: IngestReport) -> None:
 def write_error(kb: KnowledgeBase, report: IngestReport, e: BaseException) -> IndexWriteError:
     """A clear message for a failed index write; a full disk is named as such."""
     text = f"{type(e).__name__}: {e}"
-    full = (getattr(e, "errno", None) == errno.ENOSPC or "disk is full" in text or "No space left" in text
-            or _free_mb(kb) < 1)
+    full = (getattr(e, "disk_full", False) or getattr(e, "errno", None) == errno.ENOSPC or "disk is full" in text
+            or "No space left" in text or _free_mb(kb) < 1)
     done = report.count("new") + report.count("changed")
     cause = f"the disk is full ({_free_mb(kb):.1f} MB free on {kb.data_dir})" if full else text[:300]
     return IndexWriteError(f"writing the index failed: {cause}. The {done} file(s) committed before it are kept and "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,15 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from knowledge.chunking import Chunk
-from knowledge.errors import KnowledgeError
+from knowledge.errors import IndexWriteError, KnowledgeError
 
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 _BATCH = 1000
+# Chroma's Rust core (1.5.x) waits forever when one of its writes fails with ENOSPC, so a write
+# that could fill the disk is refused before it starts. Measured: an upsert grows the store by
+# about 5x its payload (log, metadata, full-text index), up to 8x when the HNSW segment flushes.
+ROOM_RESERVE_MB = 16
+_GROWTH = 10
 
 
 @dataclass
@@ -69,6 +75,7 @@ class VectorStore:
 
     def __init__(self, path: Path, kb: str, model_id: str, reindex: bool = False, url: str = "") -> None:
         self._client = _client(path, url)
+        self._disk = None if url else path  # a Chroma server watches its own disk
         self.name = collection_name(kb)
         self.model_id = model_id
         self._col = self._client.get_or_create_collection(
@@ -93,8 +100,10 @@ class VectorStore:
         return self._col.count()
 
     def upsert(self, ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Add or replace chunk vectors; IndexWriteError up front when the disk could fill."""
         for i in range(0, len(ids), _BATCH):
             part = slice(i, i + _BATCH)
+            self._ensure_room(sum(len(c.text.encode()) + 200 for c in chunks[part]) + vectors[part].nbytes)
             self._col.upsert(ids=list(ids[part]), embeddings=vectors[part],
                              documents=[c.text for c in chunks[part]],
                              metadatas=[_meta(c) for c in chunks[part]])
@@ -102,7 +111,18 @@ class VectorStore:
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
         for i in range(0, len(ids), _BATCH):
+            self._ensure_room(0)  # a delete is logged before it is applied
             self._col.delete(ids=ids[i:i + _BATCH])
+
+    def _ensure_room(self, payload: int) -> None:
+        if self._disk is None:
+            return
+        need = ROOM_RESERVE_MB * 2**20 + _GROWTH * payload
+        free = shutil.disk_usage(self._disk).free
+        if free < need:
+            raise IndexWriteError(f"the disk is nearly full: {free / 2**20:.1f} MB free on {self._disk}, and "
+                                  f"the vector store needs {need / 2**20:.0f} MB free for this write; free some "
+                                  "space, then try again", disk_full=True)
 
     def all_ids(self) -> set[str]:
         out: set[str] = set()

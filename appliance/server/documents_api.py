@@ -77,7 +77,7 @@ async def _save(upload: UploadFile, target: Path, limit: int) -> Path:
 @router.delete("/{source:path}")
 async def remove_document(source: str, user: User = Depends(admin_user), svc: Services = Depends(services)) -> dict:
     try:
-        removed = await asyncio.to_thread(svc.documents.remove, source)
+        removed = await _write(svc.documents.remove, source)
     except KnowledgeError as e:
         raise wire.ApiError(404, str(e), "not_found") from None
     return {"removed": [_record(r) for r in removed]}

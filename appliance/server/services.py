@@ -14,6 +14,7 @@ from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
 from knowledge.db import KnowledgeDB
+from knowledge.errors import IndexWriteError
 from knowledge.kb import KBConfig, KnowledgeBase
 from knowledge.retrieve import Retriever
 
@@ -105,7 +106,11 @@ def first_start(services: Services) -> str | None:
         password = secrets.token_urlsafe(12)
         services.users.add("admin", password, admin=True)
     kb = services.kb
-    fixed = services.documents.repair()  # after a crash or kill -9: the index is whole before serving
+    try:
+        fixed = services.documents.repair()  # after a crash or kill -9: the index is whole before serving
+    except IndexWriteError as e:  # a full disk: serve what is indexed; the next start or ingest repairs
+        log.warning("could not repair the index yet: %s", e)
+        fixed = 0
     if fixed:
         log.warning("repaired %d leftovers of an interrupted index write", fixed)
     if services.settings.knowledge.sample_docs and kb.db.chunk_count(kb.cfg.name) == 0 and SAMPLE_DOCS.is_dir():
