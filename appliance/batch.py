@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from appliance.engine.errors import EngineOverloaded
+from appliance.engine.backend import complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
 from knowledge.retrieve import under
@@ -171,12 +171,7 @@ def _answer(backend, template: Template, item: Item, params: SamplingParams, val
                 {"role": "user", "content": template.item.format(source=item.source, page=item.page or "",
                                                                  heading=item.heading, text=item.text)}]
     line = {"id": item.id, "source": item.source, "page": item.page, "heading": item.heading}
-    while True:
-        try:
-            result = backend.submit(messages, params).result()
-            break
-        except EngineOverloaded as e:  # interactive users come first: wait for room
-            time.sleep(e.retry_after)
+    result = complete_background(backend, messages, params)
     line["tokens"] = result.stats.generated_tokens
     if validator is None:
         return {**line, "ok": True, "output": result.text}

@@ -73,6 +73,13 @@ class ChunkStore:
                                  'ORDER BY source, start, rowid', (kb,)).fetchall()
         return [{"id": r[0], "source": r[1], "page": r[2], "heading": r[3] or "", "text": r[4]} for r in rows]
 
+    def of_file(self, kb: str, path: str) -> list[Chunk]:
+        """One file's chunks in reading order."""
+        rows = self.conn.execute('SELECT text, source, page, heading, title, start, "end" FROM chunks '
+                                 "WHERE kb = ? AND path = ? ORDER BY start, rowid", (kb, path)).fetchall()
+        return [Chunk(r[0], r[1], i, r[5] or 0, r[6] or 0, r[2] if r[2] not in (None, -1) else None, r[3] or "",
+                      r[4] or "") for i, r in enumerate(rows)]
+
     def rows_for_index(self) -> Iterable[tuple[int, str, str, str]]:
         """(rowid, title, heading, text) of every chunk: what the lexical index is rebuilt from."""
         yield from self.conn.execute("SELECT rowid, title, heading, text FROM chunks")

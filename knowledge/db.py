@@ -71,6 +71,10 @@ class KnowledgeDB:
         return self.chunks.ids(kb)
 
     @_locked
+    def chunks_of_file(self, kb: str, path: str) -> list[Chunk]:
+        return self.chunks.of_file(kb, path)
+
+    @_locked
     def chunk_count(self, kb: str) -> int:
         return self.chunks.count(kb)
 

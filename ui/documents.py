@@ -8,6 +8,7 @@ import gradio as gr
 
 from appliance.server.services import Services
 from knowledge.errors import KnowledgeError
+from ui.document_qa import build_document_qa
 from ui.i18n import say, t
 from ui.render import render_report
 from ui.session import SessionGuard
@@ -27,6 +28,7 @@ def build_documents_tab(svc: Services, guard: SessionGuard) -> None:
             target = gr.Textbox(label=t("remove_source"), scale=3, elem_id="remove-source")
             remove = gr.Button(t("remove"), variant="stop", scale=1, elem_id="remove")
             reindex = gr.Button(t("reindex"), scale=1, elem_id="reindex")
+        build_document_qa(svc, guard, docs)
 
     def upload(paths: list[str] | None, request: gr.Request, progress=gr.Progress()):
         if svc.settings.upload_requires_admin and not guard.is_admin(request):

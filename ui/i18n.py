@@ -34,6 +34,10 @@ EN: dict[str, str] = {
     "passwords_differ": "The two new passwords differ.", "wrong_password": "The current password is wrong.",
     "no_sources": "No sources.", "not_covered_head": "Not covered by the documents. Nearest sources:",
     "page_n": "page {n}", "open_source": "open the document",
+    "document": "Document (click a row above)", "doc_question": "Question about this whole document",
+    "summarise": "Summarise", "ask_document": "Ask about this document",
+    "doc_progress_map": "Reading the document: section {done} of {total}…",
+    "doc_progress_reduce": "Combining notes: {done} of {total}…",
 }
 ZH: dict[str, str] = {
     "title": "知识库一体机",
@@ -59,6 +63,10 @@ ZH: dict[str, str] = {
     "passwords_differ": "两次输入的新密码不一致。", "wrong_password": "当前密码不正确。",
     "no_sources": "没有来源。", "not_covered_head": "文档中没有涉及。最接近的来源：",
     "page_n": "第 {n} 页", "open_source": "打开文档",
+    "document": "文档（点击上方的一行）", "doc_question": "关于整份文档的问题",
+    "summarise": "总结", "ask_document": "就此文档提问",
+    "doc_progress_map": "正在阅读文档：第 {done} 节，共 {total} 节…",
+    "doc_progress_reduce": "正在合并笔记：{done}/{total}…",
 }
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH})
 

@@ -58,8 +58,15 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
 
 def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 512,
+                doc: Annotated[str | None, typer.Option("--doc", help="Answer from this whole document (every "
+                                                        "section read, not the top chunks): an indexed source "
+                                                        "or a file.")] = None,
                 config: ConfigOpt = None) -> None:
     """Ask the knowledge base from the terminal: streamed answer, citations below."""
+    if doc is not None:
+        from appliance.cli.longdoc import document_answer
+
+        return document_answer(doc, question, max_tokens, False, config)
     from appliance.engine.backend import open_backend
     from appliance.server.services import chat_service, open_kb
     from knowledge.retrieve import Retriever

@@ -7,9 +7,11 @@ the RAG, UI and API code only ever see this protocol.
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol, runtime_checkable
 
-from appliance.engine.request import Request
+from appliance.engine.errors import Cancelled, EngineOverloaded
+from appliance.engine.request import Request, Result
 from appliance.engine.sequence import SamplingParams
 
 
@@ -45,3 +47,25 @@ def open_backend(settings) -> ChatBackend:
     from appliance.engine.engine import Engine
 
     return Engine.from_config(settings)
+
+
+def complete_background(backend: ChatBackend, messages: list[dict], params: SamplingParams,
+                        stop: threading.Event | None = None) -> Result:
+    """One finished completion of background work: while the queue is full it waits (interactive
+    users come first) instead of failing; with `stop` set the request is cancelled, Cancelled raised."""
+    stop = stop or threading.Event()
+    while True:
+        if stop.is_set():
+            raise Cancelled("stopped")
+        try:
+            req = backend.submit(messages, params)
+            break
+        except EngineOverloaded as e:
+            stop.wait(e.retry_after)
+    while True:
+        try:
+            return req.result(timeout=0.25)
+        except TimeoutError:
+            if stop.is_set():
+                req.cancel()
+                raise Cancelled("stopped") from None

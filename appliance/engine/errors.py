@@ -31,6 +31,10 @@ class PromptTooLong(ApplianceError):
         self.n_ctx = n_ctx
 
 
+class Cancelled(ApplianceError):
+    """The caller stopped the work (the Stop button, Ctrl-C, a closed connection)."""
+
+
 class EngineStopped(ApplianceError):
     """The engine was shut down."""
 

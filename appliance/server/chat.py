@@ -55,10 +55,11 @@ class Prepared:
     citations: list[dict] = field(default_factory=list)
     covered: bool = True
     lang: str = "en"
+    fixed: str | None = None  # the not-covered text, when not the knowledge base's
 
     @property
     def fixed_answer(self) -> str | None:
-        return None if self.covered else NOT_COVERED[self.lang]
+        return None if self.covered else (self.fixed or NOT_COVERED[self.lang])
 
 
 class ChatService:
@@ -82,7 +83,7 @@ class ChatService:
         if self.relevance(question, hits, lang) < self._threshold(lang):
             return Prepared([], citations[:3], covered=False, lang=lang)
         history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
-        turn = _question_turn(question, citations, lang)
+        turn = question_turn(question, citations, lang)
         system = {"role": "system", "content": SYSTEM_PROMPT}
         return Prepared(self._fit(system, history, turn), citations, lang=lang)
 
@@ -141,11 +142,14 @@ class ChatService:
             yield delta
 
 
-def _question_turn(question: str, citations: list[dict], lang: str) -> dict:
+def question_turn(question: str, citations: list[dict], lang: str) -> dict:
+    """The user turn of a RAG answer: numbered excerpts (best last), then the question."""
     # Best excerpt last, right before the question: small models attend most to what is nearest.
     blocks = []
     for c in reversed(citations):
-        where = c["source"] + (f", page {c['page']}" if c["page"] else "")
+        pages = c.get("pages") or ([c["page"]] if c["page"] else [])  # a whole-document note may span pages
+        where = c["source"] + (f", page {pages[0]}" if len(pages) == 1 else f", pages {pages[0]}-{pages[-1]}"
+                               if pages else "")
         where += f", {c['heading']}" if c["heading"] else ""
         blocks.append(f"[{c['n']}] ({where})\n{c['text']}")
     lead = "以下是文档摘录：" if lang == "zh" else "Excerpts from the documents:"

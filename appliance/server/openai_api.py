@@ -6,20 +6,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
+from contextlib import contextmanager
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from appliance.engine.chat_template import ChatTemplateError
 from appliance.engine.errors import BackendError, EngineError, EngineOverloaded, EngineStopped, PromptTooLong
+from appliance.errors import ApplianceError
 from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.chat import Prepared, rag_sampling
 from appliance.server.deps import current_user, services
+from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
 
 RAG_MODEL = "appliance-rag"
+SUMMARIZE_MODEL = "appliance-summarize"  # the whole `document` summarised (appliance.server.longdoc)
 router = APIRouter(prefix="/v1")
 root_router = APIRouter()  # vLLM-compatible extras outside /v1
 log = logging.getLogger("appliance.requests")
@@ -37,7 +42,7 @@ def _log_result(cid: str, user: str, model: str, result) -> None:
 @router.get("/models")
 def list_models(user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
     now = int(time.time())
-    names = [RAG_MODEL, svc.engine.model_name]
+    names = [RAG_MODEL, SUMMARIZE_MODEL, svc.engine.model_name]
     return {"object": "list", "data": [{"id": n, "object": "model", "created": now, "owned_by": "appliance"}
                                        for n in names]}
 
@@ -75,13 +80,24 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
                            svc: Services = Depends(services)):
     if body.model not in (RAG_MODEL, svc.engine.model_name):
         raise wire.ApiError(404, f"model {body.model!r} does not exist; see /v1/models", "model_not_found")
-    try:
+    if body.model == SUMMARIZE_MODEL or body.document is not None:
+        return await document_completion(body, user, svc)
+    with api_errors():
         params = body.params(user.name)
         if body.model == RAG_MODEL:  # the RAG model's own anti-repetition defaults (README: The API)
             params = rag_sampling(params)
         prepared = await asyncio.to_thread(svc.chat.prepare, body.plain_messages(), body.model == RAG_MODEL)
         # In a thread: a remote backend waits here for its cluster to accept the request.
         req = await asyncio.to_thread(svc.chat.submit, prepared, params)
+    citations = prepared.citations if body.model == RAG_MODEL else None
+    return await respond(body, user, req, prepared, citations)
+
+
+@contextmanager
+def api_errors():
+    """Engine and request errors as OpenAI-style HTTP errors (503 with Retry-After when busy)."""
+    try:
+        yield
     except EngineOverloaded as e:
         raise wire.ApiError(503, str(e), "server_busy", "server_error",
                             headers={"Retry-After": str(int(e.retry_after + 0.999))}) from None
@@ -95,7 +111,10 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         raise wire.ApiError(502, str(e), "upstream_error", "server_error") from None
     except ValueError as e:
         raise wire.ApiError(400, str(e), "invalid_request") from None
-    citations = prepared.citations if body.model == RAG_MODEL else None
+
+
+async def respond(body: wire.ChatRequest, user: User, req, prepared: Prepared, citations: list | None):
+    """The completion, or its SSE stream."""
     cid = wire.new_id()
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -111,6 +130,64 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
     _log_result(cid, user.name, body.model, result)
     return JSONResponse(wire.completion(cid, body.model, result.text, result.finish_reason,
                                         wire.usage(result.stats), citations))
+
+
+async def document_completion(body: wire.ChatRequest, user: User, svc: Services):
+    """An answer over one whole indexed document (map-reduce): a summary, or the last user message
+    answered. Streaming sends progress as SSE comments (`: map 3/12`) while the sections are read;
+    a client that goes away cancels the map calls in flight."""
+    if not body.document:
+        raise wire.ApiError(400, f"{SUMMARIZE_MODEL} needs `document` (an indexed source; OpenAI SDK: extra_body)",
+                            "invalid_request")
+    if body.model not in (RAG_MODEL, SUMMARIZE_MODEL):
+        raise wire.ApiError(400, f"`document` works with {RAG_MODEL} and {SUMMARIZE_MODEL}", "invalid_request")
+    try:  # indexed documents only: the API never reads a path on the server's disk
+        chunks = await asyncio.to_thread(find_document, svc.kb.db, svc.kb.cfg.name, body.document, False)
+    except DocumentError as e:
+        raise wire.ApiError(404, str(e), "document_not_found") from None
+    question = None if body.model == SUMMARIZE_MODEL else str(body.plain_messages()[-1]["content"])
+    with api_errors():
+        params = rag_sampling(body.params(user.name))
+        sections = await asyncio.to_thread(svc.longdoc.split, chunks)
+    stop = threading.Event()
+    if body.stream:
+        return StreamingResponse(_document_stream(body, user, svc, sections, question, params, stop),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    try:
+        with api_errors():
+            prepared = await asyncio.to_thread(svc.longdoc.prepare, sections, question, None, stop)
+            req = await asyncio.to_thread(svc.chat.submit, prepared, params)
+    finally:
+        stop.set()  # a client gone mid-map cancels this coroutine: the calls in flight stop too
+    return await respond(body, user, req, prepared, prepared.citations)
+
+
+async def _document_stream(body: wire.ChatRequest, user: User, svc: Services, sections: list, question: str | None,
+                           params, stop: threading.Event):
+    loop, updates = asyncio.get_running_loop(), asyncio.Queue()
+    work = asyncio.ensure_future(asyncio.to_thread(
+        svc.longdoc.prepare, sections, question,
+        lambda stage, done, total: loop.call_soon_threadsafe(updates.put_nowait, f"{stage} {done}/{total}"), stop))
+    try:
+        yield wire.sse_comment(f"sections {len(sections)}")
+        while not work.done():
+            update = asyncio.ensure_future(updates.get())
+            await asyncio.wait({work, update}, return_when=asyncio.FIRST_COMPLETED)
+            if update.done():
+                yield wire.sse_comment(update.result())
+            else:
+                update.cancel()
+        prepared = work.result()
+        req = await asyncio.to_thread(svc.chat.submit, prepared, params)
+    except (ApplianceError, ValueError) as e:  # the headers are gone: an error event, as in _stream
+        yield wire.sse(wire.error_body(str(e), "engine_error", "server_error"))
+        return
+    finally:
+        stop.set()  # the client went away (or it failed): the map calls in flight stop
+    cid = wire.new_id()
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    async for line in _stream(cid, body.model, req, prepared, prepared.citations, include_usage, user.name):
+        yield line
 
 
 async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list | None, include_usage: bool,

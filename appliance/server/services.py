@@ -13,6 +13,7 @@ from appliance.server.auth import UserStore
 from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
+from appliance.server.longdoc import LongDocService, LongDocSettings
 from knowledge.db import KnowledgeDB
 from knowledge.errors import IndexWriteError
 from knowledge.kb import KBConfig, KnowledgeBase
@@ -34,6 +35,7 @@ class Services:
     users: UserStore
     history: HistoryStore
     documents: DocumentsService
+    longdoc: LongDocService
     local_token: str = ""  # set by `serve`: the command line's key (appliance.locks.ServerLease)
 
     def close(self) -> None:
@@ -49,9 +51,18 @@ def build_services(settings: Settings, engine: ChatBackend | None = None) -> Ser
     kb = open_kb(settings)
     retriever = Retriever(kb)
     engine = engine or open_backend(settings)
-    return Services(settings, engine, kb, retriever, chat_service(settings, engine, retriever),
-                    UserStore(data / "users.db"), HistoryStore(data / "users.db"),
-                    DocumentsService(kb, data / "uploads"))
+    chat = chat_service(settings, engine, retriever)
+    return Services(settings, engine, kb, retriever, chat, UserStore(data / "users.db"),
+                    HistoryStore(data / "users.db"), DocumentsService(kb, data / "uploads"),
+                    longdoc_service(settings, chat, kb))
+
+
+def longdoc_service(settings: Settings, chat: ChatService, kb: KnowledgeBase) -> LongDocService:
+    """Whole-document answers with the chat's context budget; map calls on at most the background
+    slots (half the engine's sequences unless `engine.background_slots` says otherwise)."""
+    window = settings.engine.background_slots or max(1, settings.engine.n_seq_max // 2)
+    return LongDocService(chat.backend, LongDocSettings(context_tokens=chat.cfg.context_tokens, window=window),
+                          embed=kb.embedder.encode)
 
 
 def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) -> ChatService:

@@ -88,6 +88,9 @@ class ChatRequest(BaseModel):
     response_format: ResponseFormat | None = None
     grammar: str | None = None  # llama.cpp server's name: a GBNF grammar the answer must follow
     priority: int = Field(0, ge=0, le=1, description="0 interactive; 1 background (batch jobs)")
+    # An indexed document to answer from whole (map-reduce over its sections): with appliance-rag the
+    # last user message is the question; appliance-summarize summarises it. OpenAI SDK: extra_body.
+    document: str | None = None
 
     def grammar_text(self) -> str:
         """The grammar this request's output must follow ("" for free text)."""
@@ -172,6 +175,11 @@ def usage_chunk(cid: str, model: str, use: dict) -> str:
 def sse(body: dict | str) -> str:
     data = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
     return f"data: {data}\n\n"
+
+
+def sse_comment(text: str) -> str:
+    """An SSE comment line: clients ignore it; it carries progress and keeps the connection open."""
+    return f": {text}\n\n"
 
 
 def _finish(reason: str) -> str:
