@@ -276,3 +276,28 @@ def test_a_batch_job_runs_beside_chat_through_the_server(server, tmp_path):
     assert "using the running server" in stderr
     summary = json.loads(stdout.splitlines()[-1])
     assert summary["ok"] == summary["items"] > 0 and summary["failed"] == 0
+
+
+def test_whole_document_summary_and_question(client, server):
+    """appliance-summarize and `document` on appliance-rag (extra_body), streaming with progress comments;
+    only indexed documents: a path on the server's disk is refused."""
+    r = client.chat.completions.create(model="appliance-summarize", max_tokens=40, temperature=0,
+                                       messages=[{"role": "user", "content": "Summarise."}],
+                                       extra_body={"document": "security-policy.pdf"})
+    assert r.choices[0].message.content
+    pages = {p for c in r.model_extra["citations"] for p in c["pages"]}
+    assert pages and pages <= {1, 2}  # the sample PDF has two pages
+    headers = {"Authorization": f"Bearer {server.key}"}
+    with httpx.stream("POST", server.url + "/v1/chat/completions", headers=headers, timeout=300, json={
+            "model": "appliance-rag", "stream": True, "max_tokens": 24, "document": "en/getting-started.md",
+            "messages": [{"role": "user", "content": "Which port does the server listen on?"}]}) as resp:
+        lines = [line for line in resp.iter_lines() if line]
+    assert resp.status_code == 200 and lines[0].startswith(": sections") and lines[-1] == "data: [DONE]"
+    first = json.loads(lines[1][len("data: "):])
+    assert {c["source"] for c in first["citations"]} == {"en/getting-started.md"}
+    for body, status in (({"model": "appliance-summarize"}, 400),
+                         ({"model": "appliance-rag", "document": "nope.md"}, 404),
+                         ({"model": "appliance-rag", "document": "/etc/passwd"}, 404)):
+        bad = httpx.post(server.url + "/v1/chat/completions", headers=headers, timeout=60,
+                         json={**body, "messages": [{"role": "user", "content": "x"}]})
+        assert bad.status_code == status, bad.text

@@ -78,7 +78,7 @@ def embeddings(body: wire.EmbeddingRequest, user: User = Depends(current_user),
 @router.post("/chat/completions")
 async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_user),
                            svc: Services = Depends(services)):
-    if body.model not in (RAG_MODEL, svc.engine.model_name):
+    if body.model not in (RAG_MODEL, SUMMARIZE_MODEL, svc.engine.model_name):
         raise wire.ApiError(404, f"model {body.model!r} does not exist; see /v1/models", "model_not_found")
     if body.model == SUMMARIZE_MODEL or body.document is not None:
         return await document_completion(body, user, svc)
