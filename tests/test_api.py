@@ -301,3 +301,14 @@ def test_whole_document_summary_and_question(client, server):
         bad = httpx.post(server.url + "/v1/chat/completions", headers=headers, timeout=60,
                          json={**body, "messages": [{"role": "user", "content": "x"}]})
         assert bad.status_code == status, bad.text
+
+
+def test_ask_about_a_document_beside_a_running_server_uses_its_engine(server):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "appliance.cli", "ask", "--doc", "en/getting-started.md",
+                          "Which port?", "--max-tokens", "12"], cwd=ROOT, text=True, capture_output=True,
+                         timeout=300, env={**os.environ, "APPLIANCE_DATA_DIR": str(server.data)})
+    assert run.returncode == 0, run.stderr
+    assert "using the running server" in run.stderr and "[1] en/getting-started.md" in run.stdout

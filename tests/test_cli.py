@@ -88,3 +88,19 @@ def test_reindex_rebuilds_every_indexed_folder(data_dir, tmp_path):
     assert "Fridays" in listed.output  # team B's folder was read again, not only the one named
     stats = runner.invoke(app, ["docs", "stats"])
     assert '"done": 2' in stats.output
+
+
+def test_summarize_and_ask_about_one_document(data_dir, sample_docs):
+    import json
+
+    assert runner.invoke(app, ["ingest", str(sample_docs)]).exit_code == 0
+    r = runner.invoke(app, ["summarize", "security-policy.pdf", "--json", "--max-tokens", "16"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert out["document"] == "en/security-policy.pdf" and out["answer"]
+    assert {p for c in out["citations"] for p in c["pages"]} <= {1, 2}
+    r = runner.invoke(app, ["ask", "--doc", "en/getting-started.md", "Which port?", "--max-tokens", "16"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "[1] en/getting-started.md" in r.output, r.output
+    r = runner.invoke(app, ["summarize", "no-such-file.md"])
+    assert r.exit_code == 1 and "no indexed document" in r.output and "Traceback" not in r.output

@@ -71,7 +71,7 @@ def test_sections_keep_the_budget_cut_at_headings_and_read_overlaps_once():
 
 
 def test_a_fact_in_the_second_half_is_found_by_reading_every_section(engine, kb):
-    service = _service(engine, kb)
+    service = _service(engine, kb, max_notes=2)  # what services.longdoc_service gives a small model
     chunks = find_document(kb.db, kb.cfg.name, "handbook.md")
     secs = service.split(chunks)
     where = next(i for i, s in enumerate(secs) if "4711" in s.text)
@@ -139,3 +139,14 @@ def test_an_unknown_document_or_a_path_from_the_api_is_refused(kb, tmp_path):
     with pytest.raises(DocumentError, match="no indexed document"):
         find_document(kb.db, kb.cfg.name, str(outside), files_on_disk=False)
     assert find_document(kb.db, kb.cfg.name, str(outside))[0].text == "not indexed"  # the command line may
+
+
+def test_a_questions_evidence_adds_the_documents_own_best_passages(engine, kb):
+    from knowledge.retrieve import Retriever
+
+    service = LongDocService(engine, LongDocSettings(max_notes=2), embed=kb.embedder.encode, retriever=Retriever(kb))
+    passages = service._passages("What is the archive room door code?", "handbook.md")
+    assert passages and {p["source"] for p in passages} == {"handbook.md"}  # no other document's text
+    assert any("4711" in p["text"] for p in passages)
+    notes = [{**p, "text": f"note {i}"} for i, p in enumerate(passages * 3)]
+    assert len(service._select(notes + passages, "What is the archive room door code?")) == 2  # max_notes

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from appliance.cli import handoff
 from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, load_cli_settings
 
 batch_app = typer.Typer(no_args_is_help=True, help="Batch jobs over the knowledge base.")
@@ -47,7 +48,7 @@ def batch_run(template: Annotated[Path, typer.Argument(help="TOML with `instruct
         db.close()
     if not items:
         raise BatchError("no items: the knowledge base has nothing under " + (", ".join(over or []) or "it"))
-    with _backend(settings) as backend, Progress(
+    with handoff.chat_backend(settings) as backend, Progress(
             TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(), console=err_console, transient=True) as bar:
         task = bar.add_task("items", total=len(items), rate="")
@@ -67,16 +68,3 @@ def batch_run(template: Annotated[Path, typer.Argument(help="TOML with `instruct
     for line in result["errors"]:
         err_console.print(f"[yellow]failed:[/] {line}", highlight=False)
 
-
-def _backend(settings):
-    """The running server (its requests then queue behind interactive users'), else a local engine."""
-    from appliance.engine.backend import open_backend
-    from appliance.locks import running_server, server_url
-
-    server = running_server(settings.data_path)
-    if server and server.get("token"):
-        from appliance.engine.remote import RemoteBackend, RemoteOptions
-
-        err_console.print(f"using the running server (pid {server.get('pid', '?')}) at low priority", highlight=False)
-        return RemoteBackend(RemoteOptions(url=server_url(server), key=server["token"]))
-    return open_backend(settings)

@@ -59,3 +59,18 @@ def _call(server: dict, method: str, path: str, **kwargs) -> dict:
             message = r.text[:300]
         raise HandoffError(f"the server refused: {message} (HTTP {r.status_code})")
     return r.json()
+
+
+def chat_backend(settings):
+    """The running server's engine, through its API (requests then queue behind interactive users'
+    and no second copy of the model is loaded), else a local engine."""
+    from appliance.cli.common import err_console
+    from appliance.engine.backend import open_backend
+
+    server = running_server(settings.data_path)
+    if server and server.get("token"):
+        from appliance.engine.remote import RemoteBackend, RemoteOptions
+
+        err_console.print(f"using the running server (pid {server.get('pid', '?')}) at low priority", highlight=False)
+        return RemoteBackend(RemoteOptions(url=server_url(server), key=server["token"]))
+    return open_backend(settings)

@@ -28,8 +28,9 @@ def summarize_command(document: Annotated[str, typer.Argument(help="An indexed s
 
 def document_answer(document: str, question: str | None, max_tokens: int, as_json: bool, config) -> None:
     """Map-reduce over `document` (summary when `question` is None): progress on stderr, the answer
-    streamed to stdout, its section citations below. Ctrl-C cancels the calls in flight."""
-    from appliance.engine.backend import open_backend
+    streamed to stdout, its section citations below. Beside a running server its engine does the work
+    (map calls as background requests). Ctrl-C cancels the calls in flight."""
+    from appliance.cli.handoff import chat_backend
     from appliance.server.longdoc import find_document
     from appliance.server.services import chat_service, longdoc_service, open_kb
     from knowledge.retrieve import Retriever
@@ -38,7 +39,7 @@ def document_answer(document: str, question: str | None, max_tokens: int, as_jso
     kb = open_kb(settings)
     chunks = find_document(kb.db, kb.cfg.name, document)
     stop = threading.Event()
-    with open_backend(settings) as engine:
+    with chat_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
         service = longdoc_service(settings, chat, kb)
         sections = service.split(chunks)

@@ -69,6 +69,10 @@ class RemoteOptions:
         return url[:-3] if url.endswith("/v1") else url
 
 
+# The pseudo-models an appliance lists beside its real model (appliance.server.openai_api).
+APPLIANCE_MODELS = ("appliance-rag", "appliance-summarize")
+
+
 class RemoteCall:
     """What `Request` reads of one upstream call: id, cancelled, finish reason and stats."""
 
@@ -323,8 +327,8 @@ class RemoteBackend:
         except (httpx.HTTPError, BackendError) as e:
             raise BackendUnavailable(f"cannot list the models of the inference cluster at {self.opts.base} "
                                      f"({e}); start it, or set engine.remote_model") from None
-        # Another appliance lists its RAG model first: ask for the plain model behind it.
-        ids = [i for i in ids if i != "appliance-rag"] or ids
+        # Another appliance lists its RAG and summary models first: ask for the plain model behind them.
+        ids = [i for i in ids if i not in APPLIANCE_MODELS] or ids
         if not ids:
             raise BackendError(f"the inference cluster at {self.opts.base} lists no models")
         return ids[0]

@@ -6,11 +6,12 @@ tokens, so one call's KV stays bounded) becomes a short note: a summary, or the 
 the question ("NOTHING RELEVANT" allowed). Map calls run at background priority, `window` at a time,
 so a huge document never takes the slots of interactive users; their shared instruction comes first,
 so after the first call the engine serves it from the prefix cache.
-Reduce: for a question, the notes nearest to it (the knowledge base's embedder) fill the answer's
-context budget; for a summary, consecutive groups of notes are merged into shorter notes until
-they fit. A document that fits the budget whole skips both: its sections are the excerpts.
-The final answer is an ordinary RAG turn over the notes, numbered like excerpts, so it streams
-and cites [n] → source, pages and heading as chat answers do.
+Reduce: for a question, the notes and the document's own best passages (retrieval restricted to
+it) nearest to the question (the knowledge base's embedder) fill the answer's context budget; for
+a summary, consecutive groups of notes are merged into shorter notes until they fit. A document
+that fits the budget whole skips both: its sections are the excerpts. The final answer is an
+ordinary RAG turn over the notes, numbered like excerpts, so it streams and cites [n] → source,
+pages and heading as chat answers do.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
 from appliance.server.chat import SYSTEM_PROMPT, Prepared, question_turn
 from knowledge.chunking import Chunk
+from knowledge.retrieve import Retriever
 from knowledge.terms import is_cjk_text
 
 NOTHING = "NOTHING RELEVANT"
@@ -35,9 +37,9 @@ SUMMARY_TASK = {"en": "Summarise this document: its purpose and its main points,
                 "zh": "请总结这份文档：它的目的以及主要内容、规定、数字和期限。"}
 _MAP_SUMMARY = ("You write notes on one section of a longer document. Summarise the section in at most "
                 "three short sentences. Keep names, numbers, dates and deadlines exactly as written.")
-_MAP_QUESTION = ("You write notes on one section of a longer document for this question: {question}\n"
-                 "Write down only the facts from the section that help answer it, quoting names, numbers and "
-                 f"dates exactly. If the section has nothing that helps, write only: {NOTHING}")
+_MAP_QUESTION = ("You take notes from one section of a longer document for this question: {question}\n"
+                 "Copy, word for word, the sentences of the section that answer it or help to answer it. If "
+                 f"no sentence does, write only: {NOTHING}")
 _REDUCE = ("Combine these notes on parts of one document into one shorter note. Keep every name, number, "
            "date and deadline, and keep the facts that answer: {task}")
 Progress = Callable[[str, int, int], None]  # (stage, done, total): stage is "map" or "reduce"
@@ -53,6 +55,7 @@ class LongDocSettings:
     note_tokens: int = 160       # longest note a map or reduce call writes
     context_tokens: int = 1536   # notes + question of the final answer (the chat's budget)
     window: int = 4              # map calls in flight at once
+    max_notes: int = 0           # a question's answer reads at most this many notes (0: as many as fit)
 
 
 @dataclass
@@ -137,7 +140,9 @@ def _read(path: Path) -> list[Chunk]:
     except (OSError, LoaderError) as e:
         raise DocumentError(f"cannot read {path}: {e}") from None
     # Sections are measured again in chat-model tokens: a rough count is enough to cut chunks.
-    chunks, _ = dedupe_chunks(chunk_document(doc, path.name, lambda ts: [len(t) // 4 + 1 for t in ts], 200, 0))
+    # Its source is the full path: never mistaken for an indexed document of the same name.
+    chunks, _ = dedupe_chunks(chunk_document(doc, str(path.resolve()), lambda ts: [len(t) // 4 + 1 for t in ts],
+                                             200, 0))
     return chunks
 
 
@@ -145,10 +150,11 @@ class LongDocService:
     """Map-reduce answers over one document, through any ChatBackend."""
 
     def __init__(self, backend: ChatBackend, cfg: LongDocSettings | None = None,
-                 embed: Callable[[list[str]], np.ndarray] | None = None) -> None:
+                 embed: Callable[[list[str]], np.ndarray] | None = None, retriever: Retriever | None = None) -> None:
         self.backend = backend
         self.cfg = cfg or LongDocSettings()
         self.embed = embed  # the knowledge base's embedder: ranks a question's notes
+        self.retriever = retriever  # the document's own best passages join the notes
 
     def count(self, text: str) -> int:
         """Chat-model tokens of `text` as a user message (what a section costs one map call)."""
@@ -172,7 +178,7 @@ class LongDocService:
         system = _MAP_QUESTION.format(question=question) if question else _MAP_SUMMARY
         notes = self._map(system, secs, progress, stop)
         if question:
-            notes = [n for n in notes if NOTHING not in n["text"].upper()]
+            notes = [n for n in notes if NOTHING not in n["text"].upper()] + self._passages(question, secs[0].source)
             if not notes:
                 fixed = {"en": f"The document {secs[0].source} does not cover this question.",
                          "zh": f"文档 {secs[0].source} 中没有涉及这个问题。"}[lang]
@@ -180,6 +186,14 @@ class LongDocService:
             if self.embed is not None:
                 return self._final(self._select(notes, question), task, lang)
         return self._final(self._reduce(notes, task, progress, stop), task, lang)
+
+    def _passages(self, question: str, source: str) -> list[dict]:
+        """The indexed document's own chunks that retrieval ranks best for the question: exact text
+        beside the notes, which a small model paraphrases (measured on the dev corpus)."""
+        if self.retriever is None:
+            return []
+        hits = self.retriever.search(question, k=max(2, self.cfg.max_notes), path_prefix=source)
+        return [_note(h.source, [h.page] if h.page else [], h.heading, h.text) for h in hits if h.source == source]
 
     def _select(self, notes: list[dict], question: str) -> list[dict]:
         """A question's reduce: the notes most similar to it fill the budget, best first (as [1], which
@@ -190,7 +204,8 @@ class LongDocService:
         order = np.argsort(-(vectors[1:] @ vectors[0]), kind="stable")
         kept: list[int] = []
         for i in order:
-            if kept and not self._fits([notes[j] for j in [*kept, int(i)]], question):
+            if kept and (len(kept) == self.cfg.max_notes
+                         or not self._fits([notes[j] for j in [*kept, int(i)]], question)):
                 break
             kept.append(int(i))
         return [notes[j] for j in kept]

@@ -58,11 +58,12 @@ def build_services(settings: Settings, engine: ChatBackend | None = None) -> Ser
 
 
 def longdoc_service(settings: Settings, chat: ChatService, kb: KnowledgeBase) -> LongDocService:
-    """Whole-document answers with the chat's context budget; map calls on at most the background
+    """Whole-document answers with the chat's context budget and as many notes per answer as the chat
+    has excerpts (a small model answers better from fewer); map calls on at most the background
     slots (half the engine's sequences unless `engine.background_slots` says otherwise)."""
     window = settings.engine.background_slots or max(1, settings.engine.n_seq_max // 2)
-    return LongDocService(chat.backend, LongDocSettings(context_tokens=chat.cfg.context_tokens, window=window),
-                          embed=kb.embedder.encode)
+    cfg = LongDocSettings(context_tokens=chat.cfg.context_tokens, window=window, max_notes=chat.cfg.top_k)
+    return LongDocService(chat.backend, cfg, embed=kb.embedder.encode, retriever=chat.retriever)
 
 
 def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) -> ChatService:
