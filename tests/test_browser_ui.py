@@ -170,6 +170,9 @@ def test_stopping_an_answer_frees_the_engine(browser, server, how):
 def test_summarise_and_ask_about_one_document_from_the_documents_tab(browser, server):
     ctx, page = _login(browser, server, "reader", "reader-password")
     page.get_by_role("tab", name="Documents").click()
+    page.fill("#doc-source textarea, #doc-source input", "no-such-document.md")
+    page.click("#doc-summarise")
+    page.get_by_text("no indexed document").wait_for(timeout=60_000)
     page.locator("#documents").get_by_text("en/security-policy.pdf", exact=True).first.click()
     page.wait_for_function("() => document.querySelector('#doc-source textarea, #doc-source input').value"
                            " === 'en/security-policy.pdf'", timeout=30_000)
@@ -177,8 +180,5 @@ def test_summarise_and_ask_about_one_document_from_the_documents_tab(browser, se
     page.wait_for_selector("#doc-sources details", timeout=180_000)
     assert "en/security-policy.pdf" in page.inner_text("#doc-sources")
     page.wait_for_function("() => document.querySelector('#doc-answer').innerText.trim().length > 0")
-    page.click("#doc-stop")  # the summary may still be streaming
-    page.fill("#doc-source textarea, #doc-source input", "no-such-document.md")
-    page.click("#doc-summarise")
-    page.get_by_text("no indexed document").wait_for(timeout=60_000)
+    page.click("#doc-stop")  # the summary may still be streaming: Stop ends it and frees its KV
     ctx.close()

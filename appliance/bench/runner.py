@@ -16,7 +16,7 @@ from pathlib import Path
 from appliance.bench.load import RunResult, Target, run_load
 from appliance.bench.server import start_server
 from appliance.bench.workloads import get
-from appliance.engine.remote import APPLIANCE_MODELS
+from appliance.engine.remote import FRONT_MODELS
 
 RUNGS: list[tuple[str, dict[str, str]]] = [
     ("sequential", {"APPLIANCE_ENGINE__CONTINUOUS_BATCHING": "false", "APPLIANCE_ENGINE__PREFIX_CACHE": "false"}),
@@ -96,4 +96,4 @@ def server_model(server) -> str:
     import httpx
 
     data = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {server.key}"}).json()["data"]
-    return next(m["id"] for m in data if m["id"] not in APPLIANCE_MODELS)
+    return next(m["id"] for m in data if m["id"] not in FRONT_MODELS)

@@ -70,7 +70,7 @@ class RemoteOptions:
 
 
 # The pseudo-models an appliance lists beside its real model (appliance.server.openai_api).
-APPLIANCE_MODELS = ("appliance-rag", "appliance-summarize")
+FRONT_MODELS = ("appliance-rag", "appliance-summarize")
 
 
 class RemoteCall:
@@ -328,7 +328,7 @@ class RemoteBackend:
             raise BackendUnavailable(f"cannot list the models of the inference cluster at {self.opts.base} "
                                      f"({e}); start it, or set engine.remote_model") from None
         # Another appliance lists its RAG and summary models first: ask for the plain model behind them.
-        ids = [i for i in ids if i not in APPLIANCE_MODELS] or ids
+        ids = [i for i in ids if i not in FRONT_MODELS] or ids
         if not ids:
             raise BackendError(f"the inference cluster at {self.opts.base} lists no models")
         return ids[0]

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from appliance.engine.chat_template import ChatTemplateError
 from appliance.engine.errors import BackendError, EngineError, EngineOverloaded, EngineStopped, PromptTooLong
-from appliance.engine.remote import APPLIANCE_MODELS
+from appliance.engine.remote import FRONT_MODELS
 from appliance.errors import ApplianceError
 from appliance.server import wire
 from appliance.server.auth import User
@@ -24,7 +24,7 @@ from appliance.server.deps import current_user, services
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
 
-RAG_MODEL, SUMMARIZE_MODEL = APPLIANCE_MODELS  # RAG; the whole `document` summarised (server.longdoc)
+RAG_MODEL, SUMMARIZE_MODEL = FRONT_MODELS  # RAG; the whole `document` summarised (server.longdoc)
 router = APIRouter(prefix="/v1")
 root_router = APIRouter()  # vLLM-compatible extras outside /v1
 log = logging.getLogger("appliance.requests")
