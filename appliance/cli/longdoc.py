@@ -74,6 +74,6 @@ def _cite(c: dict) -> dict:
 
 
 def _where(c: dict) -> str:
-    from appliance.server.longdoc import page_label
+    from appliance.server.chat import page_label
 
     return ", ".join(p for p in (c["source"], page_label(c)) if p) + (f" § {c['heading']}" if c["heading"] else "")

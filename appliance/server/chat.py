@@ -147,14 +147,20 @@ def question_turn(question: str, citations: list[dict], lang: str) -> dict:
     # Best excerpt last, right before the question: small models attend most to what is nearest.
     blocks = []
     for c in reversed(citations):
-        pages = c.get("pages") or ([c["page"]] if c["page"] else [])  # a whole-document note may span pages
-        where = c["source"] + (f", page {pages[0]}" if len(pages) == 1 else f", pages {pages[0]}-{pages[-1]}"
-                               if pages else "")
+        where = ", ".join(p for p in (c["source"], page_label(c)) if p)
         where += f", {c['heading']}" if c["heading"] else ""
         blocks.append(f"[{c['n']}] ({where})\n{c['text']}")
     lead = "以下是文档摘录：" if lang == "zh" else "Excerpts from the documents:"
     ask = "请用中文回答，并注明引用编号。" if lang == "zh" else "Answer in English and cite the excerpt numbers."
     return {"role": "user", "content": f"{lead}\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{ask}"}
+
+
+def page_label(citation: dict) -> str:
+    """"page 3", "pages 3-5" or "" for a citation (a whole-document note may span pages)."""
+    pages = citation.get("pages") or ([citation["page"]] if citation.get("page") else [])
+    if not pages:
+        return ""
+    return f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}-{pages[-1]}"
 
 
 def _citation(n: int, hit: Hit, max_chars: int) -> dict:

@@ -27,7 +27,7 @@ import numpy as np
 from appliance.engine.backend import ChatBackend, complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
-from appliance.server.chat import SYSTEM_PROMPT, Prepared, question_turn
+from appliance.server.chat import SYSTEM_PROMPT, Prepared, page_label, question_turn
 from knowledge.chunking import Chunk
 from knowledge.retrieve import Retriever
 from knowledge.terms import is_cjk_text
@@ -291,12 +291,4 @@ def _note(source: str, pages: list[int], heading: str, text: str) -> dict:
 
 def _where(note: dict) -> str:
     return ", ".join(p for p in (page_label(note), note["heading"]) if p) or "section"
-
-
-def page_label(citation: dict) -> str:
-    """"page 3", "pages 3-5" or "" for a citation (a note may span pages)."""
-    pages = citation.get("pages") or ([citation["page"]] if citation.get("page") else [])
-    if not pages:
-        return ""
-    return f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}-{pages[-1]}"
 
