@@ -36,6 +36,11 @@ class SchedulerConfig:
     background_slots: int = 0  # most running background (priority 1) sequences; 0 = half of max_running
 
 
+def background_cap(background_slots: int, max_running: int) -> int:
+    """Most background (priority 1) sequences running at once: the setting, or half the slots."""
+    return background_slots or max(1, max_running // 2)
+
+
 _MIN_SHARED_WAIT = 32  # tokens: a shorter common prefix is not worth a delay
 
 
@@ -162,7 +167,7 @@ class Scheduler:
         # Interactive requests first (FIFO within a class); background ones only on their own slots,
         # so a batch job never holds every slot when a user asks.
         background = sum(1 for s in self.running if s.params.priority)
-        cap = self.cfg.background_slots or max(1, self.cfg.max_running // 2)
+        cap = background_cap(self.cfg.background_slots, self.cfg.max_running)
         for seq in sorted(self.waiting, key=lambda s: s.params.priority):
             if len(self.running) >= self.cfg.max_running:
                 break

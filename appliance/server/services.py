@@ -9,6 +9,7 @@ from pathlib import Path
 
 from appliance.config import Settings
 from appliance.engine.backend import ChatBackend
+from appliance.engine.scheduler import background_cap
 from appliance.server.auth import UserStore
 from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
@@ -61,7 +62,7 @@ def longdoc_service(settings: Settings, chat: ChatService, kb: KnowledgeBase) ->
     """Whole-document answers with the chat's context budget and as many notes per answer as the chat
     has excerpts (a small model answers better from fewer); map calls on at most the background
     slots (half the engine's sequences unless `engine.background_slots` says otherwise)."""
-    window = settings.engine.background_slots or max(1, settings.engine.n_seq_max // 2)
+    window = background_cap(settings.engine.background_slots, settings.engine.n_seq_max)
     cfg = LongDocSettings(context_tokens=chat.cfg.context_tokens, window=window, max_notes=chat.cfg.top_k)
     return LongDocService(chat.backend, cfg, embed=kb.embedder.encode, retriever=chat.retriever)
 
