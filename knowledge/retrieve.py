@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from knowledge import nearcopy
 from knowledge.errors import KnowledgeError
 from knowledge.kb import KnowledgeBase
 from knowledge.terms import is_cjk_text, terms
@@ -64,17 +65,19 @@ class Retriever:
         lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n) if mode != "dense" else []
         cfg = self.kb.cfg
         w_dense = (cfg.cjk_dense_weight if is_cjk_text(query) else cfg.dense_weight) if mode == "hybrid" else 1.0
-        fused: dict[str, float] = {}
-        for rank, hit in enumerate(dense):
-            fused[hit.id] = fused.get(hit.id, 0.0) + w_dense / (RRF_K + rank + 1)
-        for rank, (cid, _score) in enumerate(lexical):
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
-        rows = self.kb.db.chunks_by_id(fused)
+        rows = self.kb.db.chunks_by_id([h.id for h in dense] + [c for c, _ in lexical])
         if path_prefix:
             prefix = path_prefix.strip("/")
-            fused = {c: s for c, s in fused.items() if c in rows and under(rows[c]["source"], prefix)}
-        order = _diverse(sorted((c for c in fused if c in rows), key=fused.__getitem__, reverse=True), rows,
-                         self.kb.cfg.max_per_file)
+            rows = {c: r for c, r in rows.items() if under(r["source"], prefix)}
+        passage = nearcopy.fold(_interleave([h.id for h in dense], [c for c, _ in lexical], rows),
+                                {c: r["text"] for c, r in rows.items()})
+        fused: dict[str, float] = {}
+        for weight, ids in ((w_dense, [h.id for h in dense]), (1.0, [c for c, _ in lexical])):
+            # A passage's rank on each side counts passages, not copies: three formats of one
+            # manual must not push the next passage three places down.
+            for rank, rep in enumerate(dict.fromkeys(passage[c] for c in ids if c in passage)):
+                fused[rep] = fused.get(rep, 0.0) + weight / (RRF_K + rank + 1)
+        order = _diverse(sorted(fused, key=fused.__getitem__, reverse=True), passage, rows, self.kb.cfg.max_per_file)
         sims = {h.id: h.similarity for h in dense}
         top = [c for c, _ in order[: max(k, 20) if self._reranker else k]]
         also = dict(order)
@@ -105,30 +108,38 @@ def coverage(retriever: Retriever, question: str, texts: list[str]) -> float:
                 for found in (set(terms(text)) for text in texts)), default=0.0)
 
 
-def _diverse(order: list[str], rows: dict[str, dict], max_per_file: int) -> list[tuple[str, list[str]]]:
-    """Best-first ids with duplicates folded and each file capped.
+def _interleave(dense: list[str], lexical: list[str], rows: dict[str, dict]) -> list[str]:
+    """Candidates best-first, alternating sides, so the copy that represents a passage is a good one."""
+    out: dict[str, None] = {}
+    for i in range(max(len(dense), len(lexical))):
+        for side in (dense, lexical):
+            if i < len(side) and side[i] in rows:
+                out.setdefault(side[i])
+    return list(out)
+
+
+def _diverse(order: list[str], passage: dict[str, str], rows: dict[str, dict],
+             max_per_file: int) -> list[tuple[str, list[str]]]:
+    """Best-first passages, each file capped, each with the other files that hold a copy of it.
 
     A keyword-stuffed file has thousands of near-identical chunks that all match the lexical side;
-    capping what one file may contribute keeps it from filling the list. An exact copy of a passage
-    in another file (the same document saved twice) is not a second answer: it is folded into the
-    first hit, which then cites both files.
+    capping what one file may contribute keeps it from filling the list. A copy of a passage in
+    another file (the same document saved twice, or as HTML and PDF) is not a second answer: it is
+    folded into the first hit, which then cites both files.
     """
+    copies: dict[str, list[str]] = {}
+    for cid, rep in passage.items():
+        source = rows[cid]["source"]
+        if source != rows[rep]["source"] and source not in copies.setdefault(rep, []):
+            copies[rep].append(source)
     out: list[tuple[str, list[str]]] = []
-    first: dict[str, int] = {}
     per_file: dict[str, int] = {}
     for cid in order:
-        row = rows[cid]
-        key = " ".join(row["text"].split()).lower()
-        if key in first:
-            also = out[first[key]][1]
-            if row["source"] != rows[out[first[key]][0]]["source"] and row["source"] not in also:
-                also.append(row["source"])
+        source = rows[cid]["source"]
+        if max_per_file and per_file.get(source, 0) >= max_per_file:
             continue
-        if max_per_file and per_file.get(row["source"], 0) >= max_per_file:
-            continue
-        per_file[row["source"]] = per_file.get(row["source"], 0) + 1
-        first[key] = len(out)
-        out.append((cid, []))
+        per_file[source] = per_file.get(source, 0) + 1
+        out.append((cid, copies.get(cid, [])))
     return out
 
 

@@ -9,6 +9,7 @@ import shutil
 from knowledge.chunking import Chunk, dedupe_chunks
 from knowledge.ingest import ingest
 from knowledge.loaders.html import load_html
+from knowledge.nearcopy import same_passage
 from knowledge.retrieve import Retriever
 
 from .kb_helpers import open_kb
@@ -62,3 +63,48 @@ def test_stuffed_file_cannot_fill_the_results_and_copies_cite_both(tmp_path, emb
     backup = retriever.search("How do I back up the appliance?", k=5)
     top = next(h for h in backup if "administration" in h.source)
     assert {top.source, *top.also_in} == {"en/administration.html", "en/administration-copy.html"}
+
+
+PASSAGE = ("Unstable is always called Sid. So if you change the third field of /etc/apt/sources.list to "
+           "'sid', then you will be tracking unstable. Currently Debian unstable is kept in the archive "
+           "for developers, and packages enter it before they migrate to testing after ten days.")
+
+
+def test_format_noise_and_chunk_boundaries_make_one_passage():
+    pdf = ("CHAPTER 3. CHOOSING A DEBIAN DISTRIBUTION\n" + PASSAGE.replace("'sid'", "\u2019sid\u2019")
+           .replace("sources.list to", "sources.list\nto").replace(" for developers", " for devel-\nopers"))
+    assert same_passage(PASSAGE, pdf)
+    assert same_passage(PASSAGE, "The previous section ended here. " + PASSAGE[:160])
+    zh = "Unstable 永远被称作 Sid。所以如果您将 /etc/apt/sources.list 的第三个字段改成“sid”，您就会跟踪不稳定版。"
+    assert same_passage(zh, zh.replace("，", "，\n    "))
+
+
+def test_a_differing_number_or_negation_keeps_two_passages():
+    assert not same_passage(PASSAGE, PASSAGE.replace("ten days", "five days"))
+    assert not same_passage(PASSAGE, PASSAGE.replace("ten days", "10 days"))
+    assert not same_passage(PASSAGE, PASSAGE.replace("you will be tracking", "you will not be tracking"))
+    assert not same_passage(PASSAGE, "Testing is the next stable release; it changes every day while "
+                                     "packages migrate from unstable after their delay.")
+
+
+def test_near_copies_in_two_formats_are_one_hit_and_versions_stay_apart(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    policy = ("Laptops must be returned to IT within {n} days of leaving the company. The manager signs "
+              "the return form, and IT wipes the disk before the laptop is issued again.")
+    (docs / "manual.html").write_text(f"<html><body><h1>Sid</h1><p>{PASSAGE}</p></body></html>")
+    (docs / "manual.txt").write_text("Sid\n\n" + PASSAGE.replace(". ", ".\n"))
+    (docs / "policy-2023.txt").write_text(policy.format(n=30))
+    (docs / "policy-2024.txt").write_text(policy.format(n=14))
+    kb = open_kb(tmp_path / "data", embedder)
+    ingest(kb, docs)
+    retriever = Retriever(kb)
+    hits = retriever.search("Which codename is the unstable branch always called?", k=4)
+    sid = [h for h in hits if "manual" in h.source]
+    assert len(sid) == 1 and {sid[0].source, *sid[0].also_in} == {"manual.html", "manual.txt"}
+    hits = retriever.search("How many days do I have to return my laptop?", k=4)
+    assert {"policy-2023.txt", "policy-2024.txt"} <= {h.source for h in hits}
+
+
+def test_a_replaced_word_keeps_two_passages():
+    assert not same_passage(PASSAGE, PASSAGE.replace("for developers", "for maintainers"))
