@@ -5,6 +5,13 @@ Workload (issue #3): 16 concurrent users, 2 rounds each; every prompt is the sam
 system prompt plus ~130 distinct user tokens; exactly 64 output tokens each (ignore_eos).
 
     .venv/bin/python scripts/bench_engine.py [--users 16] [--rounds 2] [--out bench-out/engine.json] [--json]
+    .venv/bin/python scripts/bench_engine.py --spec [--draft 4] [--repeat 2] [--json]
+
+`--spec` measures speculative decoding (prompt lookup) off and on, one engine each, on three cells:
+the rag-quote workload (answers quote their excerpts; greedy) at 1 and at `--users` concurrent
+users, and the chat workload with 32-token answers at `--users`; the JSON line then is
+{"c1_off", "c1_on", "c16_off", "c16_on", "short_off", "short_on"}, each with out_tok_s,
+ttft_p50_ms, tpot_p50_ms and accept_rate (null when off).
 
 In-process, without HTTP; `appliance bench` runs the same shape of workload over the HTTP API.
 
@@ -28,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.bench.workloads import SYSTEM, user_text  # noqa: E402
+from appliance.bench.workloads import SYSTEM, rag_quote, user_text  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.engine.engine import Engine  # noqa: E402
 from appliance.engine.sequence import SamplingParams  # noqa: E402
@@ -39,24 +46,69 @@ MODES = {"a": dict(continuous_batching=False, prefix_cache=False),
          "c": dict(continuous_batching=True, prefix_cache=True)}
 
 def run_mode(name: str, users: int, rounds: int, out_tokens: int) -> dict:
+    params = SamplingParams(max_tokens=out_tokens, temperature=0.7, seed=1, ignore_eos=True)
+    return run_engine(name, MODES[name], users, rounds, out_tokens, lambda rng: (_chat(rng), params))
+
+
+def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int, request) -> dict:
+    """One engine with `knobs`, `users` threads × `rounds` requests; `request(rng)` gives
+    (messages, SamplingParams) of each."""
     settings = load_settings()
     settings.engine.n_ctx = 10240
     settings.engine.n_seq_max = users
     settings.engine.gen_reserve = out_tokens
     settings.engine.max_queue = users * rounds
     settings.engine.per_user_queue = users * rounds
-    for key, value in MODES[name].items():
+    for key, value in knobs.items():
         setattr(settings.engine, key, value)
     engine = Engine.from_config(settings)
     try:
-        params = SamplingParams(max_tokens=out_tokens, temperature=0.7, seed=1, ignore_eos=True)
         engine.submit([{"role": "user", "content": "warm up"}], SamplingParams(max_tokens=4)).result(120)
-        return _measure(engine, name, users, rounds, params)
+        result = _measure(engine, name, users, rounds, request)
+        snap = engine.snapshot()
+        drafted, accepted = snap["spec_drafted"].get("lookup", 0), snap["spec_accepted"].get("lookup", 0)
+        cost = engine.scheduler.pacer.cost()
+        result.update(drafted=drafted, accepted=accepted,
+                      step_cost_ms=None if cost is None else [round(cost[0] * 1000, 2), round(cost[1] * 1000, 3)],
+                      accept_rate=round(accepted / drafted, 3) if knobs.get("speculative") and drafted else None)
+        return result
     finally:
         engine.shutdown()
 
 
-def _measure(engine: Engine, name: str, users: int, rounds: int, params: SamplingParams) -> dict:
+def _chat(rng: random.Random) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
+
+
+def run_spec(users: int, rounds: int, draft: int, repeat: int = 1) -> dict[str, dict]:
+    """The speculative-decoding cells (see the module doc), off and on, alternating `repeat` times
+    (this machine's run-to-run noise is larger than some of the effects); numbers are the means."""
+    quote = SamplingParams(max_tokens=128, temperature=0)
+    short = SamplingParams(max_tokens=32, temperature=0.7, seed=1, ignore_eos=True)
+    cells = {"c1": (1, max(4, rounds), lambda rng: (rag_quote(rng), quote)),
+             f"c{users}": (users, rounds, lambda rng: (rag_quote(rng), quote)),
+             "short": (users, rounds, lambda rng: (_chat(rng), short))}
+    runs: dict[str, list[dict]] = {}
+    for cell, (n_users, n_rounds, request) in cells.items():
+        for r in range(repeat):
+            for state, k in (("off", 0), ("on", draft)):
+                name = f"{cell}_{state}"
+                print(f"{name} ({r + 1}/{repeat}) ...", file=sys.stderr, flush=True)
+                runs.setdefault(name, []).append(run_engine(name, {"speculative": k}, n_users, n_rounds, 128, request))
+    return {name: _mean(results) for name, results in runs.items()}
+
+
+def _mean(results: list[dict]) -> dict:
+    out = dict(results[-1])
+    for key, value in out.items():
+        values = [r[key] for r in results]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and None not in values:
+            out[key] = round(sum(values) / len(values), 3)
+    out["repeats"] = len(results)
+    return out
+
+
+def _measure(engine: Engine, name: str, users: int, rounds: int, request) -> dict:
     records: list[dict] = []
     peak = {"kv_cells_used": 0, "kv_cells_live": 0, "running": 0}
     done = threading.Event()
@@ -71,7 +123,7 @@ def _measure(engine: Engine, name: str, users: int, rounds: int, params: Samplin
     def user(uid: int) -> None:
         rng = random.Random(uid)
         for r in range(rounds):
-            msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
+            msgs, params = request(rng)
             res = engine.submit(msgs, params).result(timeout=1800)
             records.append({"user": uid, "round": r, **res.stats.__dict__})
 
@@ -125,27 +177,48 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def spec_table(results: dict[str, dict]) -> str:
+    lines = ["| cell | out tok/s | TTFT p50 ms | TPOT p50 ms | TPOT p95 ms | accept rate | on/off tok/s | "
+             "off/on TPOT |", "|" + "---|" * 8]
+    for name, r in results.items():
+        off = results.get(name.replace("_on", "_off")) if name.endswith("_on") else None
+        gain = f"{r['out_tok_s'] / off['out_tok_s']:.2f}" if off else "-"
+        tpot = f"{off['tpot_p50_ms'] / r['tpot_p50_ms']:.2f}" if off else "-"
+        lines.append(f"| {name} | {r['out_tok_s']} | {r['ttft_p50_ms']} | {r['tpot_p50_ms']} | {r['tpot_p95_ms']} | "
+                     f"{r['accept_rate'] if r['accept_rate'] is not None else '-'} | {gain} | {tpot} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--users", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out-tokens", type=int, default=64)
     ap.add_argument("--modes", default="abc")
+    ap.add_argument("--spec", action="store_true", help="speculative decoding off/on (see above)")
+    ap.add_argument("--draft", type=int, default=4, help="--spec: draft tokens per step")
+    ap.add_argument("--repeat", type=int, default=1, help="--spec: off/on runs per cell, alternating (means)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "engine.json")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     install_guard()
-    results = {}
-    for mode in args.modes:
-        print(f"mode {mode} ...", file=sys.stderr, flush=True)
-        results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
+    if args.spec:
+        results = run_spec(args.users, args.rounds, args.draft, args.repeat)
+        keys = ("out_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tpot_p95_ms", "accept_rate")
+        text = spec_table(results)
+    else:
+        results = {}
+        for mode in args.modes:
+            print(f"mode {mode} ...", file=sys.stderr, flush=True)
+            results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
+        keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells")
+        text = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"workload": vars(args) | {"out": str(args.out)}, "results": results},
                                    indent=2))
-    print(table(results))
+    print(text)
     print(f"\nwritten: {args.out}")
     if args.json:
-        keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells")
         print(json.dumps({m: {k: r[k] for k in keys} for m, r in results.items()}))
     return 0
 

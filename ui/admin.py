@@ -34,7 +34,9 @@ def build_admin_tab(svc: Services, guard: SessionGuard) -> None:
         df = pd.DataFrame(list(samples))
         long = lambda cols: df.melt("time", cols, "series", "value")  # noqa: E731
         status = (f"running {snap['running']}, waiting {snap['waiting']}, KV {snap['kv_cells_used']}/"
-                  f"{snap['kv_cells_total']} cells, prefix hit rate {snap['prefix_hit_rate']:.0%}")
+                  f"{snap['kv_cells_total']} cells, prefix hit rate {snap['prefix_hit_rate']:.0%}"
+                  + "".join(f", speculative {proposer}: {rate:.0%} of drafts accepted"
+                            for proposer, rate in snap.get("spec_accept_rate", {}).items()))
         return (long(["ttft_p50_s", "tpot_p50_s"]), long(["tokens_per_s"]), long(["running", "waiting"]),
                 long(["kv_used", "kv_cached", "kv_free"]), status)
 

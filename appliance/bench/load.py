@@ -124,7 +124,8 @@ class MetricsPoller:
         return {"peak_running": self.peaks.get("appliance_running"),
                 "peak_kv_used": self.peaks.get("appliance_kv_cells_used"),
                 "peak_kv_cached": self.peaks.get("appliance_kv_cells_cached"),
-                "prefix_hit_rate": self.last.get("appliance_prefix_hit_rate")}
+                "prefix_hit_rate": self.last.get("appliance_prefix_hit_rate"),
+                "spec_accept_rate": self.last.get("appliance_spec_accept_rate") or None}
 
 
 def _gauges(text: str) -> dict[str, float]:

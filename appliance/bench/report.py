@@ -15,7 +15,7 @@ COLUMNS = [("target", "target"), ("concurrency", "users"), ("ok", "ok"), ("rejec
            ("errors", "err"), ("out_tok_s", "out tok/s"), ("req_s", "req/s"), ("ttft_p50_ms", "TTFT p50 ms"),
            ("ttft_p95_ms", "TTFT p95 ms"), ("tpot_p50_ms", "TPOT p50 ms"), ("tpot_p95_ms", "TPOT p95 ms"),
            ("latency_p99_ms", "e2e p99 ms"), ("peak_running", "peak running"), ("peak_kv_used", "peak KV"),
-           ("prefix_hit_rate", "prefix hit")]
+           ("prefix_hit_rate", "prefix hit"), ("spec_accept_rate", "draft accept")]
 
 
 def machine() -> dict:

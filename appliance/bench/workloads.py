@@ -50,6 +50,8 @@ class Workload:
         if self.name == "rag":
             q = rng.choice(_questions())
             return [{"role": "user", "content": q}], 128
+        if self.name == "rag-quote":
+            return rag_quote(rng), 128
         raise ValueError(f"unknown workload {self.name!r}; one of {', '.join(PROFILES)}")
 
 
@@ -57,17 +59,50 @@ def _chat(rng: random.Random, max_tokens: int) -> tuple[list[dict], int]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}], max_tokens
 
 
+def rag_quote(rng: random.Random) -> list[dict]:
+    """A RAG turn whose answer quotes its excerpts: four passages of the sample documents (one of
+    them holds the answer) and a question that asks for the exact sentence. Prompt lookup pays
+    here: most of the answer's tokens are already in the prompt."""
+    item = rng.choice([q for q in _qa() if q.get("lang") == "en" and q.get("answerable", True) is not False])
+    wanted = item["answer_contains"][0].lower()
+    paragraphs = _paragraphs()
+    hit = next((p for p in paragraphs if wanted in p.lower()), rng.choice(paragraphs))
+    excerpts = rng.sample([p for p in paragraphs if p is not hit], 3) + [hit]
+    rng.shuffle(excerpts)
+    body = "\n\n".join(f"[{i}] {p}" for i, p in enumerate(excerpts, start=1))
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Excerpts:\n{body}\n\nQuestion: {item['question']}\n"
+                                        "Give the exact sentences from the excerpts that answer it, word for word."}]
+
+
 _QUESTIONS: list[str] = []
+_QA: list[dict] = []
+_PARAGRAPHS: list[str] = []
+
+
+def _qa() -> list[dict]:
+    if not _QA:
+        _QA.extend(json.loads(line) for line in QA_FILE.read_text(encoding="utf-8").splitlines() if line.strip())
+    return _QA
+
+
+def _paragraphs() -> list[str]:
+    """Paragraphs of the sample guide's plain-text files (markdown and text), 200-1200 characters."""
+    if not _PARAGRAPHS:
+        for path in sorted((QA_FILE.parent / "docs" / "en").glob("*")):
+            if path.suffix in (".md", ".txt"):
+                blocks = path.read_text(encoding="utf-8").split("\n\n")
+                _PARAGRAPHS.extend(" ".join(b.split()) for b in blocks if 200 <= len(b) <= 1200)
+    return _PARAGRAPHS
 
 
 def _questions() -> list[str]:
     if not _QUESTIONS:
-        lines = QA_FILE.read_text(encoding="utf-8").splitlines()
-        _QUESTIONS.extend(json.loads(line)["question"] for line in lines if line.strip())
+        _QUESTIONS.extend(item["question"] for item in _qa())
     return _QUESTIONS
 
 
-PROFILES = ("chat", "rag", "long-output", "short", "long-context")
+PROFILES = ("chat", "rag", "rag-quote", "long-output", "short", "long-context")
 
 
 def get(name: str) -> Workload:

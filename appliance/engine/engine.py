@@ -21,6 +21,7 @@ from appliance.engine.prompt import PromptTokenizer
 from appliance.engine.request import DONE, Channel, Request
 from appliance.engine.scheduler import Scheduler, SchedulerConfig
 from appliance.engine.sequence import BatchItem, SamplingParams, Sequence, loop_period
+from appliance.engine.speculative import SpecConfig, accepted_prefix, new_state
 from appliance.models.metadata import ModelInfo
 
 log = logging.getLogger("appliance.engine")
@@ -63,6 +64,7 @@ class Engine:
             max_running=r.n_seq_max if knobs.continuous_batching else 1,
             n_batch=r.n_batch, prefill_chunk=knobs.prefill_chunk, gen_reserve=knobs.gen_reserve,
             max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue, background_slots=knobs.background_slots,
+            spec=spec_config(knobs), tpot_target_s=knobs.tpot_target_ms / 1000,
             # Recurrent and hybrid models keep one state per sequence, not per position: a prefix
             # cannot be shared or cut back, so they run without the prefix cache.
             prefix_cache=knobs.prefix_cache and not r.recurrent))
@@ -105,6 +107,7 @@ class Engine:
         max_tokens = min(params.max_tokens or self.knobs.default_max_tokens,
                          self.runner.n_ctx - len(tokens))
         seq = Sequence(prompt_tokens=tokens, params=params, max_tokens=max_tokens)
+        seq.spec = new_state(params.speculative, max_tokens, self.scheduler.cfg.spec)
         channel = Channel()
         with self._wake:
             try:
@@ -209,14 +212,18 @@ class Engine:
             self._deliver_finished()
         if not items:
             return False
+        t0 = time.perf_counter()
         rc = self.runner.decode(items)
+        elapsed = time.perf_counter() - t0
         with self._lock:
             if rc == 1:
                 self.metrics.no_kv_slot += 1
                 self.scheduler.no_kv_slot(items)
             else:
                 self.scheduler.committed(items)
-                self.metrics.on_step(sum(len(i.tokens) for i in items))
+                n_tokens = sum(len(i.tokens) for i in items)
+                self.scheduler.pacer.observe(n_tokens, elapsed)
+                self.metrics.on_step(n_tokens)
                 for item in items:
                     if item.logits and item.seq.slot is not None:
                         self._sample_or_fail(item)
@@ -238,10 +245,29 @@ class Engine:
         seq, runner = item.seq, self.runner
         if not runner.has_sampler(seq.id):
             runner.new_sampler(seq.id, seq.params)
-        token = runner.sample(seq.id, item.row)
+        if not item.draft:
+            self._emit(seq, runner.sample(seq.id, item.row))
+            return
+        # Verify: the sampler picks at each row while its pick confirms the next draft token.
+        picks: list[int] = []
+        for row, expected in zip(item.rows, [*item.draft, None], strict=True):
+            picks.append(runner.sample(seq.id, row))
+            if picks[-1] != expected or runner.is_eog(picks[-1]):
+                break
+        accepted = accepted_prefix(item.draft, picks)
+        self.scheduler.settle_draft(item, accepted)
+        self.metrics.on_draft("lookup", len(item.draft), accepted)
+        for token in picks:
+            if self._emit(seq, token):
+                break
+
+    def _emit(self, seq: Sequence, token: int) -> bool:
+        """Append one picked token, stream it, and finish the request when it ends there."""
+        runner = self.runner
         self.scheduler.append_token(seq, token)
         if runner.is_eog(token) and not seq.params.ignore_eos:
-            return self._finish(seq, "stop")
+            self._finish(seq, "stop")
+            return True
         delta = seq.stream.feed(runner.piece(token))
         if delta and not self._send(seq, delta):
             seq.cancelled = True
@@ -253,6 +279,7 @@ class Engine:
             self._finish(seq, "stop")
         elif len(seq.output_tokens) >= seq.max_tokens or seq.n_tokens >= runner.n_ctx:
             self._finish(seq, "length")
+        return seq.is_finished
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         tail = seq.stream.flush() if reason != "cancelled" else ""
@@ -271,3 +298,9 @@ class Engine:
     def _send(self, seq: Sequence, event: object) -> bool:
         channel = self._channels.get(seq.id)
         return channel.put(event) if channel is not None else False
+
+
+def spec_config(knobs: EngineSettings) -> SpecConfig:
+    """The speculation policy from the engine settings."""
+    return SpecConfig(draft_tokens=knobs.speculative, min_output=knobs.spec_min_output,
+                      min_accept=knobs.spec_min_accept, max_decoders=knobs.spec_max_decoders)

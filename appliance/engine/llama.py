@@ -275,6 +275,8 @@ class LlamaRunner:
         """
         batch, row = self._batch, 0
         for item in items:
+            first_out = len(item.tokens) - 1 - len(item.draft)  # the last token, then every draft row
+            item.rows = []
             for j, tok in enumerate(item.tokens):
                 if row >= self.n_batch:
                     raise DecodeError(f"batch of more than n_batch={self.n_batch} tokens")
@@ -282,10 +284,11 @@ class LlamaRunner:
                 batch.pos[row] = item.start + j
                 batch.n_seq_id[row] = 1
                 batch.seq_id[row][0] = item.slot
-                want = item.logits and j == len(item.tokens) - 1
+                want = item.logits and j >= first_out
                 batch.logits[row] = want
                 if want:
                     item.row = row
+                    item.rows.append(row)
                 row += 1
         batch.n_tokens = row
         rc = self.lib.llama_decode(self._ctx, batch)

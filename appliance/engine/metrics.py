@@ -73,6 +73,8 @@ class EngineMetrics:
         self.rejected = 0
         self.steps = 0
         self.batch_tokens = 0
+        self.drafted: dict[str, int] = {}   # draft tokens proposed, per proposer
+        self.accepted: dict[str, int] = {}  # of which the target confirmed
 
     def on_step(self, n_tokens: int) -> None:
         with self._lock:
@@ -94,6 +96,11 @@ class EngineMetrics:
             if stats.tpot is not None:
                 self.tpot.observe(stats.tpot)
 
+    def on_draft(self, proposer: str, drafted: int, accepted: int) -> None:
+        with self._lock:
+            self.drafted[proposer] = self.drafted.get(proposer, 0) + drafted
+            self.accepted[proposer] = self.accepted.get(proposer, 0) + accepted
+
     def on_rejected(self) -> None:
         with self._lock:
             self.rejected += 1
@@ -112,6 +119,9 @@ class EngineMetrics:
                 "no_kv_slot": self.no_kv_slot,
                 "steps": self.steps,
                 "batch_tokens": self.batch_tokens,
+                "spec_drafted": dict(self.drafted),
+                "spec_accepted": dict(self.accepted),
+                "spec_accept_rate": {p: self.accepted.get(p, 0) / n for p, n in self.drafted.items() if n},
                 "ttft": self.ttft.snapshot(),
                 "tpot": self.tpot.snapshot(),
                 "queue_time": self.queue_time.snapshot(),

@@ -225,6 +225,8 @@ class RemoteBackend:
             body["grammar"] = p.grammar
         if p.priority:
             body["priority"] = p.priority  # the appliance's and vLLM's (with --scheduling-policy priority)
+        if p.speculative is not None:  # the appliance's own field; other servers ignore it
+            body["speculative"] = p.speculative
         return body
 
     async def _start(self, call: RemoteCall, channel: Channel, body: dict) -> None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from appliance.engine.errors import EngineOverloaded
 from appliance.engine.kvcache import KVCache
+from appliance.engine.pacing import StepPacer
 from appliance.engine.sequence import BatchItem, Sequence, Status
+from appliance.engine.speculative import SpecConfig, draft_for
 
 
 @dataclass
@@ -34,6 +36,8 @@ class SchedulerConfig:
     per_user_queue: int = 16
     prefix_cache: bool = True
     background_slots: int = 0  # most running background (priority 1) sequences; 0 = half of max_running
+    spec: SpecConfig = field(default_factory=SpecConfig)
+    tpot_target_s: float = 0.0  # per-step token budget that keeps decoders at this pace; 0 = off
 
 
 def background_cap(background_slots: int, max_running: int) -> int:
@@ -63,6 +67,7 @@ class Scheduler:
         self.finished: list[Sequence] = []  # drained by the engine after each step
         self._admitted = 0
         self._budget: int | None = None  # a smaller batch after llama.cpp found no KV slot
+        self.pacer = StepPacer(cfg.tpot_target_s)
         self._hold_admission = False
         self._avg_request_s = 2.0
         self.prefix_queries = 0
@@ -94,11 +99,15 @@ class Scheduler:
         """Reap cancelled sequences, admit what fits, and return this step's batch."""
         self._reap_cancelled()
         self._admit()
+        drafts = True
         while True:
-            items = self._build_batch()
+            items = self._build_batch(drafts)
             need = sum(len(i.tokens) for i in items)
             if need <= self.cache.free_cells:
                 return items
+            if drafts and any(i.draft for i in items):
+                drafts = False  # draft tokens give way before any cached prefix or running request
+                continue
             # Cached prefixes go first; then the youngest running sequence is preempted.
             if not self.cache.evict_one() and not self._preempt_youngest():
                 return self._shrink_to_fit(items)
@@ -109,6 +118,15 @@ class Scheduler:
         for item in items:
             self.cache.append(item.slot, item.tokens)
             item.seq.n_computed += len(item.tokens)
+
+    def settle_draft(self, item: BatchItem, accepted: int) -> None:
+        """After verifying `item`'s draft: keep the cells of its first `accepted` draft tokens,
+        remove the rest from llama.cpp and the ledger, and count the step for the policy."""
+        seq = item.seq
+        keep = item.start + 1 + accepted
+        self.cache.truncate(item.slot, keep)
+        seq.n_computed = keep
+        seq.spec.record(len(item.draft), accepted, self.cfg.spec)
 
     def no_kv_slot(self, items: list[BatchItem]) -> None:
         """llama_decode returned 1: make room (evict all cached, else preempt) before a retry."""
@@ -242,20 +260,30 @@ class Scheduler:
         self.prefix_query_tokens += len(seq.prompt_tokens)
         self.prefix_hit_tokens += seq.n_cached_prompt
 
-    def _build_batch(self) -> list[BatchItem]:
-        budget = self._budget or self.cfg.n_batch
+    def _build_batch(self, drafts: bool = True) -> list[BatchItem]:
+        decoders = [s for s in self.running if s.n_pending == 1]
+        budget = self._budget or self.pacer.budget(len(decoders), self.cfg.n_batch)
         items: list[BatchItem] = []
-        # Decoding sequences first: one token each, so a long prefill never stalls them.
-        for seq in self.running:
-            if seq.n_pending == 1 and budget > 0:
-                items.append(self._item(seq, 1))
-                budget -= 1
+        # Decoding sequences first: one token each (plus a draft), so a long prefill never stalls them.
+        for seq in decoders:
+            if budget > 0:
+                item = self._item(seq, 1)
+                if drafts:
+                    self._add_draft(item, budget - 1, len(decoders))
+                items.append(item)
+                budget -= len(item.tokens)
         for seq in sorted(self.running, key=lambda s: s.params.priority):  # interactive prefill first
             if seq.n_pending > 1 and budget > 0:
                 n = min(seq.n_pending, self.cfg.prefill_chunk, budget)
                 items.append(self._item(seq, n))
                 budget -= n
         return items
+
+    def _add_draft(self, item: BatchItem, budget: int, decoders: int) -> None:
+        seq = item.seq
+        room = min(budget, seq.max_tokens - len(seq.output_tokens) - 1, self.cache.n_cells - seq.n_tokens - 1)
+        item.draft = draft_for(seq.spec, seq.all_tokens, room, decoders, self.pacer.step_time, self.cfg.spec)
+        item.tokens = item.tokens + item.draft
 
     @staticmethod
     def _item(seq: Sequence, n: int) -> BatchItem:

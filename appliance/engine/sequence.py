@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
+from appliance.engine.speculative import SpecState
+
 _ids = itertools.count(1)
 
 
@@ -18,9 +20,11 @@ class BatchItem:
     slot: int
     tokens: list[int]
     start: int
-    logits: bool  # output logits for the last token
+    logits: bool  # output logits for the last token (and for each draft token)
     row: int = -1  # batch row of that output, set by the runner's decode()
     seq: Sequence | None = None
+    draft: list[int] = field(default_factory=list)  # speculative tail of `tokens`, to verify
+    rows: list[int] = field(default_factory=list)  # batch rows of the logits: [last, d1..dk]
 
 
 @dataclass
@@ -52,6 +56,8 @@ class SamplingParams:
     # 0 = interactive; 1 = background (batch jobs): admitted after waiting interactive requests, on
     # at most the scheduler's background slots, and preempted first.
     priority: int = 0
+    # Draft tokens per verify step (prompt lookup): None = the engine's default, 0 = never speculate.
+    speculative: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -66,6 +72,8 @@ class SamplingParams:
             raise ValueError("frequency_penalty and presence_penalty must be in [-2, 2]")
         if self.repeat_penalty <= 0 or self.dry_multiplier < 0:
             raise ValueError("repeat_penalty must be > 0 and dry_multiplier >= 0")
+        if self.speculative is not None and not 0 <= self.speculative <= 16:
+            raise ValueError("speculative must be between 0 and 16 draft tokens")
         if self.priority not in (0, 1):
             raise ValueError("priority must be 0 (interactive) or 1 (background)")
         if isinstance(self.stop, str):
@@ -168,6 +176,7 @@ class Sequence:
     t_first: float | None = None
     t_last: float | None = None
     admit_order: int = 0
+    spec: SpecState | None = None    # speculative decoding state; None = plain decoding
 
     def __post_init__(self) -> None:
         self.stream = TextStream(self.params.stop)

@@ -37,6 +37,7 @@ class _Collector:
                          ("kv_cells_free", "Free KV cells"), ("kv_bytes_used", "KV bytes in use"),
                          ("prefix_hit_rate", "Share of prompt tokens served from the prefix cache")):
             yield GaugeMetricFamily(f"appliance_{key}", doc, value=snap[key])
+        yield from _speculation(snap)
         yield GaugeMetricFamily("appliance_engine_healthy", "1 when the engine thread runs", value=int(snap["healthy"]))
         c = self.svc.documents.counters
         yield CounterMetricFamily("appliance_ingest_runs", "Ingest runs", value=c.runs)
@@ -45,6 +46,19 @@ class _Collector:
         for status, n in c.files.items():
             files.add_metric([status], n)
         yield files
+
+
+def _speculation(snap: dict):
+    drafted, accepted = snap.get("spec_drafted", {}), snap.get("spec_accepted", {})
+    for name, values, doc in (("appliance_spec_drafted_tokens", drafted, "Draft tokens proposed (speculation)"),
+                              ("appliance_spec_accepted_tokens", accepted, "Draft tokens the model confirmed")):
+        family = CounterMetricFamily(name, doc, labels=["proposer"])
+        for proposer, n in values.items():
+            family.add_metric([proposer], n)
+        yield family
+    total = sum(drafted.values())
+    yield GaugeMetricFamily("appliance_spec_accept_rate", "Share of draft tokens confirmed (0 before any draft)",
+                            value=sum(accepted.values()) / total if total else 0.0)
 
 
 def render(svc: Services) -> bytes:

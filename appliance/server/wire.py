@@ -88,6 +88,8 @@ class ChatRequest(BaseModel):
     response_format: ResponseFormat | None = None
     grammar: str | None = None  # llama.cpp server's name: a GBNF grammar the answer must follow
     priority: int = Field(0, ge=0, le=1, description="0 interactive; 1 background (batch jobs)")
+    # Speculative decoding for this request: false = off, true = the server's default, N = N draft tokens.
+    speculative: bool | int | None = Field(None, description="false, true or draft tokens (0-16)")
     # An indexed document to answer from whole (map-reduce over its sections): with appliance-rag the
     # last user message is the question; appliance-summarize summarises it. OpenAI SDK: extra_body.
     document: str | None = None
@@ -113,10 +115,18 @@ class ChatRequest(BaseModel):
                               top_k=self.top_k, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
                               dry_multiplier=self.dry_multiplier, dry_base=self.dry_base,
                               dry_allowed_length=self.dry_allowed_length, ignore_eos=self.ignore_eos,
-                              grammar=self.grammar_text(), priority=self.priority)
+                              grammar=self.grammar_text(), priority=self.priority,
+                              speculative=_draft_tokens(self.speculative))
 
     def plain_messages(self) -> list[dict]:
         return plain_messages(self.messages)
+
+
+def _draft_tokens(value: bool | int | None) -> int | None:
+    # bool before int: True is an int in Python, and means "the default", not one draft token.
+    if value is None or value is True:
+        return None
+    return 0 if value is False else int(value)
 
 
 def plain_messages(messages: list[Message]) -> list[dict]:
