@@ -66,19 +66,19 @@ class EngineSettings(_Section):
     continuous_batching: bool = Field(True,
                                       description="Decode many sequences per step; off = one at a time.")
     default_max_tokens: int = Field(512, ge=1, description="max_tokens when a request gives none.")
-    speculative: int = Field(0, ge=0, le=16, description="Draft tokens per step from prompt lookup "
+    speculative: int = Field(0, ge=0, le=16, description="Most draft tokens per step from prompt lookup "
                              "(speculative decoding; answers that quote the documents gain most); 0 = off. "
                              "A request may set its own (\"speculative\": N or false).")
     spec_min_output: int = Field(64, ge=1, description="Requests allowed fewer output tokens than this "
                                  "never speculate (short answers lose).")
     spec_min_accept: float = Field(0.3, ge=0, le=1, description="A request whose drafts are accepted less "
                                    "often than this (after 16 drafted tokens) stops speculating.")
+    spec_max_decoders: int = Field(4, ge=1, description="No drafting while more sequences than this decode "
+                                   "together: under load the batch is already efficient.")
     tpot_target_ms: float = Field(0, ge=0, description="Time per output token to hold while prompts are "
                                   "prefilled: each step carries only as many prompt tokens as fit it, by the "
                                   "step costs measured as the engine runs; 0 = off (full batches, faster "
                                   "first tokens, slower streams under load).")
-    spec_max_decoders: int = Field(4, ge=1, description="No drafting while more sequences than this decode "
-                                   "together: under load the batch is already efficient.")
     backend: Literal["local", "openai"] = Field("local", description="local = llama.cpp in this process; "
                                                 "openai = an OpenAI-compatible serving cluster at remote_url "
                                                 "(vLLM, llama.cpp servers, another appliance).")

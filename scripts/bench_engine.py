@@ -5,6 +5,7 @@ Workload (issue #3): 16 concurrent users, 2 rounds each; every prompt is the sam
 system prompt plus ~130 distinct user tokens; exactly 64 output tokens each (ignore_eos).
 
     .venv/bin/python scripts/bench_engine.py [--users 16] [--rounds 2] [--out bench-out/engine.json] [--json]
+    .venv/bin/python scripts/bench_engine.py --modes c --tpot-targets 50,100,200 [--json]
     .venv/bin/python scripts/bench_engine.py --spec [--draft 4] [--repeat 2] [--json]
 
 `--spec` measures speculative decoding (prompt lookup) off and on, one engine each, on three cells:
@@ -35,9 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.bench.ceiling import Rates, measure  # noqa: E402
 from appliance.bench.workloads import SYSTEM, rag_quote, user_text  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
-from appliance.engine.engine import Engine  # noqa: E402
+from appliance.engine.engine import Engine, context_config  # noqa: E402
 from appliance.engine.sequence import SamplingParams  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 
@@ -45,9 +47,24 @@ MODES = {"a": dict(continuous_batching=False, prefix_cache=False),
          "b": dict(continuous_batching=True, prefix_cache=False),
          "c": dict(continuous_batching=True, prefix_cache=True)}
 
-def run_mode(name: str, users: int, rounds: int, out_tokens: int) -> dict:
+RATES: list[Rates] = []  # this machine's prefill/decode rates, measured once per run (see ceiling.py)
+
+
+def measure_ceiling() -> Rates:
+    """Measure the rates through our own runner, with the benchmark's model and threads."""
+    from appliance.models.registry import ModelRegistry
+
+    settings = load_settings()
+    entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
+    rates = measure(context_config(settings, Path(entry.path)))
+    RATES[:] = [rates]
+    return rates
+
+
+def run_mode(name: str, users: int, rounds: int, out_tokens: int, extra: dict | None = None) -> dict:
     params = SamplingParams(max_tokens=out_tokens, temperature=0.7, seed=1, ignore_eos=True)
-    return run_engine(name, MODES[name], users, rounds, out_tokens, lambda rng: (_chat(rng), params))
+    return run_engine(name, {**MODES[name[0]], **(extra or {})}, users, rounds, out_tokens,
+                      lambda rng: (_chat(rng), params))
 
 
 def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int, request) -> dict:
@@ -65,6 +82,9 @@ def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int,
     try:
         engine.submit([{"role": "user", "content": "warm up"}], SamplingParams(max_tokens=4)).result(120)
         result = _measure(engine, name, users, rounds, request)
+        if RATES:
+            uncached = round(result["requests"] * (result["prompt_tokens_mean"] - result["cached_prompt_tokens_mean"]))
+            result.update(RATES[0].share(uncached, result["out_tokens"], result["peak_running"], result["out_tok_s"]))
         snap = engine.snapshot()
         drafted, accepted = snap["spec_drafted"].get("lookup", 0), snap["spec_accepted"].get("lookup", 0)
         cost = engine.scheduler.pacer.cost()
@@ -162,12 +182,12 @@ def summarise(name: str, records: list[dict], wall: float, peak: dict) -> dict:
 
 def table(results: dict[str, dict]) -> str:
     base = results.get("a")
-    head = ("| mode | out tok/s | × a | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p95 ms "
+    head = ("| mode | out tok/s | × a | of ceiling | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p95 ms "
             "| peak KV cells | cached prompt tok |")
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 10]
     for k, r in results.items():
         ratio = f"{r['out_tok_s'] / base['out_tok_s']:.2f}" if base else "-"
-        lines.append(f"| {k} | {r['out_tok_s']} | {ratio} | {r['ttft_p50_ms']} | {r['ttft_p95_ms']} | "
+        lines.append(f"| {k} | {r['out_tok_s']} | {ratio} | {_share(r)} | {r['ttft_p50_ms']} | {r['ttft_p95_ms']} | "
                      f"{r['tpot_p50_ms']} | {r['tpot_p95_ms']} | {r['peak_kv_cells']} | "
                      f"{r['cached_prompt_tokens_mean']}/{r['prompt_tokens_mean']} |")
     if base and "c" in results:
@@ -177,14 +197,20 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def _share(r: dict) -> str:
+    f = r.get("ceiling_fraction")
+    return "-" if f is None else f"{f:.0%} of {r['ceiling_tok_s']}"
+
+
 def spec_table(results: dict[str, dict]) -> str:
-    lines = ["| cell | out tok/s | TTFT p50 ms | TPOT p50 ms | TPOT p95 ms | accept rate | on/off tok/s | "
-             "off/on TPOT |", "|" + "---|" * 8]
+    lines = ["| cell | out tok/s | of ceiling | TTFT p50 ms | TPOT p50 ms | TPOT p95 ms | accept rate | on/off tok/s | "
+             "off/on TPOT |", "|" + "---|" * 9]
     for name, r in results.items():
         off = results.get(name.replace("_on", "_off")) if name.endswith("_on") else None
         gain = f"{r['out_tok_s'] / off['out_tok_s']:.2f}" if off else "-"
         tpot = f"{off['tpot_p50_ms'] / r['tpot_p50_ms']:.2f}" if off else "-"
-        lines.append(f"| {name} | {r['out_tok_s']} | {r['ttft_p50_ms']} | {r['tpot_p50_ms']} | {r['tpot_p95_ms']} | "
+        lines.append(f"| {name} | {r['out_tok_s']} | {_share(r)} | {r['ttft_p50_ms']} | {r['tpot_p50_ms']} | "
+                     f"{r['tpot_p95_ms']} | "
                      f"{r['accept_rate'] if r['accept_rate'] is not None else '-'} | {gain} | {tpot} |")
     return "\n".join(lines)
 
@@ -195,6 +221,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out-tokens", type=int, default=64)
     ap.add_argument("--modes", default="abc")
+    ap.add_argument("--tpot-targets", default="", help="also mode c with engine.tpot_target_ms at each, e.g. 50,100")
     ap.add_argument("--spec", action="store_true", help="speculative decoding off/on (see above)")
     ap.add_argument("--draft", type=int, default=4, help="--spec: draft tokens per step")
     ap.add_argument("--repeat", type=int, default=1, help="--spec: off/on runs per cell, alternating (means)")
@@ -202,19 +229,28 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     install_guard()
+    rates = measure_ceiling()
+    print(f"ceiling rates: prefill {rates.prefill_tok_s:.0f} tok/s, decode "
+          + ", ".join(f"b{b} {r:.0f}" for b, r in rates.decode_tok_s.items()) + " tok/s", file=sys.stderr)
     if args.spec:
         results = run_spec(args.users, args.rounds, args.draft, args.repeat)
-        keys = ("out_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tpot_p95_ms", "accept_rate")
+        keys = ("out_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tpot_p95_ms", "accept_rate", "ceiling_fraction")
         text = spec_table(results)
     else:
         results = {}
         for mode in args.modes:
             print(f"mode {mode} ...", file=sys.stderr, flush=True)
             results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
-        keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells")
+        for target in [float(t) for t in args.tpot_targets.split(",") if t]:
+            name = f"c-tpot{target:g}"
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            results[name] = run_mode(name, args.users, args.rounds, args.out_tokens, {"tpot_target_ms": target})
+        keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells",
+                "ceiling_fraction")
         text = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"workload": vars(args) | {"out": str(args.out)}, "results": results},
+    args.out.write_text(json.dumps({"workload": vars(args) | {"out": str(args.out)}, "rates": rates.to_dict(),
+                                    "results": results},
                                    indent=2))
     print(text)
     print(f"\nwritten: {args.out}")

@@ -20,7 +20,9 @@ def test_bench_short_run_writes_consistent_report(data_dir, tmp_path):
     assert abs(s["out_tok_s"] * s["wall_s"] - s["out_tokens"]) <= 0.02 * s["out_tokens"] + 1
     assert sum(r["out_tokens"] for r in run["records"]) == s["out_tokens"]
     assert s["peak_running"] >= 1  # read from the server's /metrics
+    assert data["meta"]["rates"]["prefill_tok_s"] > 0 and s["ceiling_tok_s"] > 0 and s["ceiling_fraction"] > 0
     report = (out / "report.md").read_text()
+    assert "this machine's rates through our runner" in report
     assert "| appliance | 2 |" in report and "cores" in report
     for png in ("throughput.png", "ttft.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
@@ -41,3 +43,13 @@ def test_bench_against_any_openai_server_by_url(data_dir, tmp_path):
         assert "| smollm2-135m | 1 |" in (out / "report.md").read_text()
     finally:
         server.stop()
+
+
+def test_ceiling_share_arithmetic():
+    from appliance.bench.ceiling import Rates
+
+    rates = Rates(prefill_tok_s=300.0, decode_tok_s={1: 100.0, 4: 200.0, 16: 240.0})
+    assert rates.decode_at(2) == 100.0 + (200.0 - 100.0) / 3 and rates.decode_at(64) == 240.0
+    # 600 uncached prompt tokens (2 s) + 400 generated at batch 4 (2 s): 100 tok/s is the ceiling
+    share = rates.share(uncached=600, generated=400, batch=4, achieved_tok_s=75.0)
+    assert share == {"ceiling_tok_s": 100.0, "ceiling_fraction": 0.75}

@@ -15,7 +15,8 @@ COLUMNS = [("target", "target"), ("concurrency", "users"), ("ok", "ok"), ("rejec
            ("errors", "err"), ("out_tok_s", "out tok/s"), ("req_s", "req/s"), ("ttft_p50_ms", "TTFT p50 ms"),
            ("ttft_p95_ms", "TTFT p95 ms"), ("tpot_p50_ms", "TPOT p50 ms"), ("tpot_p95_ms", "TPOT p95 ms"),
            ("latency_p99_ms", "e2e p99 ms"), ("peak_running", "peak running"), ("peak_kv_used", "peak KV"),
-           ("prefix_hit_rate", "prefix hit"), ("spec_accept_rate", "draft accept")]
+           ("prefix_hit_rate", "prefix hit"), ("spec_accept_rate", "draft accept"),
+           ("ceiling_fraction", "of ceiling")]
 
 
 def machine() -> dict:
@@ -58,6 +59,10 @@ def markdown(summaries: list[dict], meta: dict, ladder: bool) -> str:
             f"- model: {meta.get('model')}; engine config: {json.dumps(meta.get('engine', {}))}",
             f"- the bench's own servers also set: {json.dumps(meta.get('server_overrides', {}))}",
             f"- requests per user: {meta.get('requests')}" + ("; interrupted (partial)" if meta.get("partial") else ""),
+            *([f"- this machine's rates through our runner: prefill {meta['rates']['prefill_tok_s']} tok/s, decode "
+               + ", ".join(f"batch {b}: {r}" for b, r in meta["rates"]["decode_tok_s"].items()) + " tok/s; "
+               "'of ceiling' = throughput / (generated ÷ (uncached prompt ÷ prefill + generated ÷ decode at "
+               "the observed batch))"] if meta.get("rates") else []),
             "", table(summaries, ladder)]
     if ladder:
         head += ["", "Each rung is its own server with one engine switch changed; ratio is output tokens/s "

@@ -77,6 +77,17 @@ def _shape_of(model: str | None, config: Path | None):
     return shape, Path(entry.path)
 
 
+def _ceiling_rates(settings):
+    from appliance.bench.ceiling import measure
+    from appliance.engine.engine import context_config
+
+    console.print("measuring this machine's prefill and decode rates (the ceiling) …")
+    rates = measure(context_config(settings, _chat_model_path(settings)))
+    console.print(f"prefill {rates.prefill_tok_s:.0f} tok/s; decode " + ", ".join(
+        f"batch {b}: {r:.0f}" for b, r in rates.decode_tok_s.items()) + " tok/s")
+    return rates
+
+
 def _chat_model_path(settings) -> Path:
     from appliance.models.registry import ModelRegistry
 
@@ -105,7 +116,8 @@ def _print_ledger(ledger, where: str) -> None:
         console.print(f"[yellow]→[/] {line}")
 
 
-def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-output, short, long-context.")] = "chat",
+def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, rag-quote, long-output, short, "
+                                                        "long-context.")] = "chat",
                   concurrency: Annotated[str, typer.Option(help="Users to sweep, e.g. 1,4,16,32.")] = "1,4,16",
                   requests: Annotated[int, typer.Option(help="Requests per user per run.")] = 2,
                   ladder: Annotated[bool, typer.Option(help="Run the optimisation ladder (own server per "
@@ -117,6 +129,8 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
                   with_appliance: Annotated[bool, typer.Option(help="With --url: also run the appliance, "
                                                                "for one comparison table.")] = False,
                   out: Annotated[Path, typer.Option(help="Output folder.")] = Path("bench-out"),
+                  ceiling: Annotated[bool, typer.Option(help="Measure this machine's prefill and decode rates "
+                                                        "first and report each run's share of its ceiling.")] = True,
                   config: ConfigOpt = None) -> None:
     """Closed-loop load over the HTTP API: TTFT/TPOT/latency percentiles, throughput, 503s, KV peaks.
 
@@ -140,6 +154,7 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
     opts = BenchOptions(workload, levels, requests, ladder, url, model, key, with_appliance, server_env)
     runs_planned = len(RUNGS) if ladder else len(levels) * (1 + (with_appliance and url is not None))
     total = (max(levels) * runs_planned if ladder else sum(levels) * (runs_planned // len(levels))) * requests
+    rates = _ceiling_rates(settings) if ceiling and (not url or with_appliance) else None
     stop = threading.Event()
     runs = []
     with Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -151,6 +166,13 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, long-ou
             stop.set()
     meta = meta_for(opts, settings.engine.model_dump(mode="json"))
     meta["partial"] = stop.is_set()
+    if rates is not None:
+        from appliance.bench.ceiling import add_share
+
+        meta["rates"] = rates.to_dict()
+        for run in runs:
+            if not url or run.target != model:  # the ceiling is this machine's model, not another server's
+                add_share(run, rates)
     files = write(out, runs, meta, ladder)
     from appliance.bench.load import summarise
 

@@ -78,12 +78,7 @@ class Engine:
         from appliance.models.registry import ModelRegistry
 
         entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
-        e = settings.engine
-        ctx = ContextConfig(model_path=Path(entry.path), n_ctx=e.n_ctx, n_seq_max=e.n_seq_max,
-                            n_batch=e.n_batch, n_ubatch=e.n_ubatch, n_threads=e.n_threads,
-                            n_gpu_layers=e.n_gpu_layers, flash_attn=e.flash_attn,
-                            type_k=e.type_k, type_v=e.type_v)
-        return cls(ctx, e, entry.model_info, entry.name)
+        return cls(context_config(settings, Path(entry.path)), settings.engine, entry.model_info, entry.name)
 
     # -- public API ----------------------------------------------------------------------
     def tokenize_messages(self, messages: list[dict]) -> list[int]:
@@ -304,3 +299,11 @@ def spec_config(knobs: EngineSettings) -> SpecConfig:
     """The speculation policy from the engine settings."""
     return SpecConfig(draft_tokens=knobs.speculative, min_output=knobs.spec_min_output,
                       min_accept=knobs.spec_min_accept, max_decoders=knobs.spec_max_decoders)
+
+
+def context_config(settings: Settings, model_path: Path) -> ContextConfig:
+    """The llama.cpp context the engine settings ask for, over `model_path`."""
+    e = settings.engine
+    return ContextConfig(model_path=model_path, n_ctx=e.n_ctx, n_seq_max=e.n_seq_max, n_batch=e.n_batch,
+                         n_ubatch=e.n_ubatch, n_threads=e.n_threads, n_gpu_layers=e.n_gpu_layers,
+                         flash_attn=e.flash_attn, type_k=e.type_k, type_v=e.type_v)
