@@ -72,7 +72,10 @@ def measure(ctx: ContextConfig, batches: tuple[int, ...] = BATCHES) -> Rates:
 
 def _decode_rate(runner: LlamaRunner, context: list[int], batch: int) -> float:
     runner.clear_memory()
-    runner.decode([BatchItem(slot=s, tokens=context, start=0, logits=False) for s in range(batch)])
+    per_call = max(1, runner.n_batch // len(context))  # the contexts, as many per decode as n_batch allows
+    for first in range(0, batch, per_call):
+        runner.decode([BatchItem(slot=s, tokens=context, start=0, logits=False)
+                       for s in range(first, min(batch, first + per_call))])
     token = context[-1]
     t0 = time.perf_counter()
     for step in range(STEPS):
