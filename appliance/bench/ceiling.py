@@ -1,7 +1,9 @@
 """The machine's own ceiling for a workload: how fast it could possibly have run here.
 
 Measured through our runner (not a datasheet): the prefill rate (tokens/s of one long chunk) and
-the aggregate decode rate at batch 1..N (N sequences, one token each per step). A workload that
+the aggregate decode rate at batch 1..N (N sequences, one token each per step, each holding a shared
+384-token prefix plus 64 tokens of its own, as chat requests over one system prompt do: attention
+over the context is part of a decode step's cost). A workload that
 computed P uncached prompt tokens and generated G tokens at an observed batch B cannot take less
 than P / prefill + G / decode(B) seconds; its achieved throughput over G / that time is the share of
 the ceiling reached. Benchmarks print it next to every throughput figure.
@@ -19,7 +21,8 @@ from appliance.engine.sequence import BatchItem
 BATCHES = (1, 2, 4, 8, 16)
 PROMPT = 256      # tokens of the prefill measurement
 STEPS = 16        # decode steps timed per batch size
-CONTEXT = 64      # tokens each decoding sequence holds before the timed steps
+SHARED = 384      # tokens of a shared prefix every decoding sequence holds (a system prompt, copied)
+CONTEXT = 64      # tokens of its own each decoding sequence holds after it
 
 
 @dataclass
@@ -56,10 +59,11 @@ def measure(ctx: ContextConfig, batches: tuple[int, ...] = BATCHES) -> Rates:
     """Prefill and decode rates of `ctx`'s model, through a context of its own (freed after)."""
     top = max(batches)
     cfg = ContextConfig(**{**ctx.__dict__, "n_seq_max": max(top, 1),
-                           "n_ctx": max(ctx.n_ctx, top * (CONTEXT + STEPS + 8), PROMPT * 2)})
+                           "n_ctx": max(ctx.n_ctx, SHARED + top * (CONTEXT + STEPS + 8), PROMPT * 2)})
     with LlamaRunner(cfg) as runner:
         ids = runner.tokenize("The quick brown fox jumps over the lazy dog. " * 64, add_special=False)
-        prompt = (ids * (PROMPT // max(1, len(ids)) + 1))[:min(PROMPT, runner.n_batch)]
+        tokens = ids * ((SHARED + CONTEXT) // max(1, len(ids)) + 1)
+        prompt = tokens[:min(PROMPT, runner.n_batch)]
         times = []
         for _ in range(3):
             runner.clear_memory()
@@ -67,20 +71,23 @@ def measure(ctx: ContextConfig, batches: tuple[int, ...] = BATCHES) -> Rates:
             runner.decode([BatchItem(slot=0, tokens=prompt, start=0, logits=True)])
             times.append(time.perf_counter() - t0)
         prefill = len(prompt) / statistics.median(times)
-        return Rates(prefill, {b: _decode_rate(runner, prompt[:CONTEXT], b) for b in batches})
+        return Rates(prefill, {b: _decode_rate(runner, tokens, b) for b in batches})
 
 
-def _decode_rate(runner: LlamaRunner, context: list[int], batch: int) -> float:
+def _decode_rate(runner: LlamaRunner, prompt: list[int], batch: int) -> float:
     runner.clear_memory()
-    per_call = max(1, runner.n_batch // len(context))  # the contexts, as many per decode as n_batch allows
+    shared, own = prompt[:SHARED], prompt[SHARED:SHARED + CONTEXT]
+    runner.decode([BatchItem(slot=0, tokens=shared, start=0, logits=False)])
+    for s in range(1, batch):
+        runner.seq_cp(0, s, 0, len(shared))
+    per_call = max(1, runner.n_batch // len(own))  # the own parts, as many per decode as n_batch allows
     for first in range(0, batch, per_call):
-        runner.decode([BatchItem(slot=s, tokens=context, start=0, logits=False)
+        runner.decode([BatchItem(slot=s, tokens=own, start=len(shared), logits=False)
                        for s in range(first, min(batch, first + per_call))])
-    token = context[-1]
+    token, start = own[-1], len(shared) + len(own)
     t0 = time.perf_counter()
     for step in range(STEPS):
-        runner.decode([BatchItem(slot=s, tokens=[token], start=len(context) + step, logits=True)
-                       for s in range(batch)])
+        runner.decode([BatchItem(slot=s, tokens=[token], start=start + step, logits=True) for s in range(batch)])
     return batch * STEPS / (time.perf_counter() - t0)
 
 
