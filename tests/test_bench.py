@@ -49,7 +49,7 @@ def test_ceiling_share_arithmetic():
     from appliance.bench.ceiling import Rates
 
     rates = Rates(prefill_tok_s=300.0, decode_tok_s={1: 100.0, 4: 200.0, 16: 240.0})
-    assert rates.decode_at(2) == 100.0 + (200.0 - 100.0) / 3 and rates.decode_at(64) == 240.0
+    assert abs(rates.decode_at(2) - (100.0 + (200.0 - 100.0) / 3)) < 1e-9 and rates.decode_at(64) == 240.0
     # 600 uncached prompt tokens (2 s) + 400 generated at batch 4 (2 s): 100 tok/s is the ceiling
     share = rates.share(uncached=600, generated=400, batch=4, achieved_tok_s=75.0)
     assert share == {"ceiling_tok_s": 100.0, "ceiling_fraction": 0.75}
