@@ -65,14 +65,14 @@ class Retriever:
         lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n) if mode != "dense" else []
         cfg = self.kb.cfg
         w_dense = (cfg.cjk_dense_weight if is_cjk_text(query) else cfg.dense_weight) if mode == "hybrid" else 1.0
-        rows = self.kb.db.chunks_by_id([h.id for h in dense] + [c for c, _ in lexical])
+        dense_ids, lexical_ids = [h.id for h in dense], [c for c, _ in lexical]
+        rows = self.kb.db.chunks_by_id(dense_ids + lexical_ids)
         if path_prefix:
             prefix = path_prefix.strip("/")
             rows = {c: r for c, r in rows.items() if under(r["source"], prefix)}
-        passage = nearcopy.fold(_interleave([h.id for h in dense], [c for c, _ in lexical], rows),
-                                {c: r["text"] for c, r in rows.items()})
+        passage = nearcopy.fold(_interleave(dense_ids, lexical_ids, rows), {c: r["text"] for c, r in rows.items()})
         fused: dict[str, float] = {}
-        for weight, ids in ((w_dense, [h.id for h in dense]), (1.0, [c for c, _ in lexical])):
+        for weight, ids in ((w_dense, dense_ids), (1.0, lexical_ids)):
             # Ranks count passages, not copies (three formats of one manual must not push the next
             # passage three places down), and a passage ranks by the copy that represents it, not
             # by the best of its copies on each side (measured on the dev corpus: MRR English
