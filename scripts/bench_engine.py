@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.bench.ceiling import Rates, measure  # noqa: E402
+from appliance.bench.ceiling import Rates, measure_for  # noqa: E402
 from appliance.bench.workloads import SYSTEM, rag_quote, user_text  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
-from appliance.engine.engine import Engine, context_config  # noqa: E402
+from appliance.engine.engine import Engine  # noqa: E402
 from appliance.engine.sequence import SamplingParams  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 
@@ -47,27 +47,14 @@ MODES = {"a": dict(continuous_batching=False, prefix_cache=False),
          "b": dict(continuous_batching=True, prefix_cache=False),
          "c": dict(continuous_batching=True, prefix_cache=True)}
 
-RATES: list[Rates] = []  # this machine's prefill/decode rates, measured once per run (see ceiling.py)
-
-
-def measure_ceiling() -> Rates:
-    """Measure the rates through our own runner, with the benchmark's model and threads."""
-    from appliance.models.registry import ModelRegistry
-
-    settings = load_settings()
-    entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
-    rates = measure(context_config(settings, Path(entry.path)))
-    RATES[:] = [rates]
-    return rates
-
-
-def run_mode(name: str, users: int, rounds: int, out_tokens: int, extra: dict | None = None) -> dict:
+def run_mode(mode: str, users: int, rounds: int, out_tokens: int, rates: Rates, extra: dict | None = None,
+             name: str = "") -> dict:
     params = SamplingParams(max_tokens=out_tokens, temperature=0.7, seed=1, ignore_eos=True)
-    return run_engine(name, {**MODES[name[0]], **(extra or {})}, users, rounds, out_tokens,
+    return run_engine(name or mode, {**MODES[mode], **(extra or {})}, users, rounds, out_tokens, rates,
                       lambda rng: (_chat(rng), params))
 
 
-def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int, request) -> dict:
+def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int, rates: Rates, request) -> dict:
     """One engine with `knobs`, `users` threads × `rounds` requests; `request(rng)` gives
     (messages, SamplingParams) of each."""
     settings = load_settings()
@@ -82,9 +69,8 @@ def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int,
     try:
         engine.submit([{"role": "user", "content": "warm up"}], SamplingParams(max_tokens=4)).result(120)
         result = _measure(engine, name, users, rounds, request)
-        if RATES:
-            uncached = round(result["requests"] * (result["prompt_tokens_mean"] - result["cached_prompt_tokens_mean"]))
-            result.update(RATES[0].share(uncached, result["out_tokens"], result["peak_running"], result["out_tok_s"]))
+        uncached = round(result["requests"] * (result["prompt_tokens_mean"] - result["cached_prompt_tokens_mean"]))
+        result.update(rates.share(uncached, result["out_tokens"], result["peak_running"], result["out_tok_s"]))
         snap = engine.snapshot()
         drafted, accepted = snap["spec_drafted"].get("lookup", 0), snap["spec_accepted"].get("lookup", 0)
         cost = engine.scheduler.pacer.cost()
@@ -100,7 +86,7 @@ def _chat(rng: random.Random) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
 
 
-def run_spec(users: int, rounds: int, draft: int, repeat: int = 1) -> dict[str, dict]:
+def run_spec(users: int, rounds: int, draft: int, rates: Rates, repeat: int = 1) -> dict[str, dict]:
     """The speculative-decoding cells (see the module doc), off and on, alternating `repeat` times
     (this machine's run-to-run noise is larger than some of the effects); numbers are the means."""
     quote = SamplingParams(max_tokens=128, temperature=0)
@@ -114,7 +100,8 @@ def run_spec(users: int, rounds: int, draft: int, repeat: int = 1) -> dict[str, 
             for state, k in (("off", 0), ("on", draft)):
                 name = f"{cell}_{state}"
                 print(f"{name} ({r + 1}/{repeat}) ...", file=sys.stderr, flush=True)
-                runs.setdefault(name, []).append(run_engine(name, {"speculative": k}, n_users, n_rounds, 128, request))
+                runs.setdefault(name, []).append(run_engine(name, {"speculative": k}, n_users, n_rounds, 128, rates,
+                                                                request))
     return {name: _mean(results) for name, results in runs.items()}
 
 
@@ -229,22 +216,23 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     install_guard()
-    rates = measure_ceiling()
+    rates = measure_for(load_settings())  # this machine's ceiling, measured once per run
     print(f"ceiling rates: prefill {rates.prefill_tok_s:.0f} tok/s, decode "
           + ", ".join(f"b{b} {r:.0f}" for b, r in rates.decode_tok_s.items()) + " tok/s", file=sys.stderr)
     if args.spec:
-        results = run_spec(args.users, args.rounds, args.draft, args.repeat)
+        results = run_spec(args.users, args.rounds, args.draft, rates, args.repeat)
         keys = ("out_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tpot_p95_ms", "accept_rate", "ceiling_fraction")
         text = spec_table(results)
     else:
         results = {}
         for mode in args.modes:
             print(f"mode {mode} ...", file=sys.stderr, flush=True)
-            results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens)
+            results[mode] = run_mode(mode, args.users, args.rounds, args.out_tokens, rates)
         for target in [float(t) for t in args.tpot_targets.split(",") if t]:
             name = f"c-tpot{target:g}"
             print(f"{name} ...", file=sys.stderr, flush=True)
-            results[name] = run_mode(name, args.users, args.rounds, args.out_tokens, {"tpot_target_ms": target})
+            results[name] = run_mode("c", args.users, args.rounds, args.out_tokens, rates, {"tpot_target_ms": target},
+                                     name)
         keys = ("out_tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "peak_kv_cells",
                 "ceiling_fraction")
         text = table(results)

@@ -74,6 +74,17 @@ def measure(ctx: ContextConfig, batches: tuple[int, ...] = BATCHES) -> Rates:
         return Rates(prefill, {b: _decode_rate(runner, tokens, b) for b in batches})
 
 
+def measure_for(settings) -> Rates:
+    """The rates of the configured chat model with the configured engine settings."""
+    from pathlib import Path
+
+    from appliance.engine.engine import context_config
+    from appliance.models.registry import ModelRegistry
+
+    entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
+    return measure(context_config(settings, Path(entry.path)))
+
+
 def _decode_rate(runner: LlamaRunner, prompt: list[int], batch: int) -> float:
     runner.clear_memory()
     shared, own = prompt[:SHARED], prompt[SHARED:SHARED + CONTEXT]
@@ -93,7 +104,9 @@ def _decode_rate(runner: LlamaRunner, prompt: list[int], batch: int) -> float:
 
 def add_share(run, rates: Rates) -> None:
     """Put a load run's share of the ceiling into its server facts (shown by the report)."""
-    ok = [r for r in run.records if r.status == 200 and not r.error]
+    from appliance.bench.load import ok_records
+
+    ok = ok_records(run)
     generated = sum(r.out_tokens for r in ok)
     if not generated or not run.wall_s:
         return

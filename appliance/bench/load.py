@@ -65,8 +65,13 @@ def pct(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+def ok_records(run: RunResult) -> list[Record]:
+    """The requests of a run that got a whole answer."""
+    return [r for r in run.records if r.status == 200 and not r.error]
+
+
 def summarise(run: RunResult) -> dict:
-    ok = [r for r in run.records if r.status == 200 and not r.error]
+    ok = ok_records(run)
     out = sum(r.out_tokens for r in ok)
     ms = lambda xs, q: None if pct(xs, q) is None else round(pct(xs, q) * 1000, 1)  # noqa: E731
     ttft = [r.ttft for r in ok if r.ttft is not None]

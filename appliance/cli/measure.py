@@ -78,11 +78,10 @@ def _shape_of(model: str | None, config: Path | None):
 
 
 def _ceiling_rates(settings):
-    from appliance.bench.ceiling import measure
-    from appliance.engine.engine import context_config
+    from appliance.bench.ceiling import measure_for
 
     console.print("measuring this machine's prefill and decode rates (the ceiling) …")
-    rates = measure(context_config(settings, _chat_model_path(settings)))
+    rates = measure_for(settings)
     console.print(f"prefill {rates.prefill_tok_s:.0f} tok/s; decode " + ", ".join(
         f"batch {b}: {r:.0f}" for b, r in rates.decode_tok_s.items()) + " tok/s")
     return rates
