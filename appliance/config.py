@@ -144,6 +144,16 @@ class ChatSettings(_Section):
                                "'not covered' (calibrated with `appliance eval gate`).")
 
 
+class QuantizeSettings(_Section):
+    """`appliance quantize`: calibration size and the quality gate."""
+
+    max_kld: float = Field(0.10, gt=0, description="Largest mean KL divergence (nats per token, on held-out "
+                           "document text) a quantized model may have and still be registered.")
+    calib_tokens: int = Field(16384, ge=512, description="Calibration tokens for the importance matrix "
+                              "(a quarter of them from the bundled general text).")
+    eval_tokens: int = Field(4096, ge=128, description="Held-out tokens the quality gate reads (half scored).")
+
+
 class Settings(_Section):
     """All settings of one appliance instance."""
 
@@ -161,6 +171,7 @@ class Settings(_Section):
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge base.")
     chat: ChatSettings = Field(default_factory=ChatSettings, description="RAG prompt.")
+    quantize: QuantizeSettings = Field(default_factory=QuantizeSettings, description="appliance quantize.")
     config_path: Path | None = Field(None, exclude=True,
                                      description="The file these settings came from (set by the loader).")
 

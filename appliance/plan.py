@@ -58,6 +58,13 @@ class Shape:
                 raise PlanError(f"unknown quantization {self.quant!r}; one of {', '.join(BITS_PER_WEIGHT)}")
             self.weights_bytes = int(self.n_params * bits / 8)
 
+    @classmethod
+    def of(cls, name: str, info) -> Shape:
+        """The shape of a model described by its `ModelInfo` (from the GGUF header)."""
+        return cls(name, info.n_params, info.n_layer, info.n_head_kv, info.head_dim_k, info.quant, n_head=info.n_head,
+                   n_embd=info.n_embd, n_vocab=info.n_vocab or 32000, weights_bytes=info.weights_bytes,
+                   head_dim_v=info.head_dim_v)
+
     def kv_bytes_per_token(self, kv_type: str = "f16") -> int:
         """2 (K and V) × layers × KV heads × head size × bytes per value."""
         return int(round(self.n_layer * self.n_head_kv * (self.head_dim + self.head_dim_v) * KV_TYPE_BYTES[kv_type]))

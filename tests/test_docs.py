@@ -2,18 +2,19 @@
 
 import re
 
-from appliance.config import ChatSettings, EngineSettings, KnowledgeSettings, Settings
+from appliance.config import ChatSettings, EngineSettings, KnowledgeSettings, QuantizeSettings, Settings
 
 from .conftest import ROOT
 
 
 def test_every_setting_documented():
     readme = (ROOT / "README.md").read_text()
-    names = [n for n, f in Settings.model_fields.items() if not f.exclude and n not in ("engine", "knowledge", "chat")]
+    names = [n for n, f in Settings.model_fields.items() if not f.exclude and n not in ("engine", "knowledge", "chat", "quantize")]
     names += [f"engine.{n}" for n in EngineSettings.model_fields if n not in ("type_k", "type_v")]
     names += ["engine.type_k"]
     names += [f"knowledge.{n}" for n in KnowledgeSettings.model_fields]
     names += [f"chat.{n}" for n in ChatSettings.model_fields]
+    names += [f"quantize.{n}" for n in QuantizeSettings.model_fields]
     missing = [n for n in names if f"`{n}`" not in readme]
     assert not missing, missing
 

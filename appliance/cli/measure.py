@@ -71,9 +71,7 @@ def _shape_of(model: str | None, config: Path | None):
 
     settings = load_cli_settings(config)
     entry = ModelRegistry(settings.data_path).resolve(model or settings.chat_model)
-    i = entry.model_info
-    shape = Shape(entry.name, i.n_params, i.n_layer, i.n_head_kv, i.head_dim_k, i.quant, n_head=i.n_head,
-                  n_embd=i.n_embd, n_vocab=i.n_vocab or 32000, weights_bytes=i.weights_bytes, head_dim_v=i.head_dim_v)
+    shape = Shape.of(entry.name, entry.model_info)
     return shape, Path(entry.path)
 
 

@@ -31,12 +31,14 @@ def models_list(config: ConfigOpt = None) -> None:
 
     registry = _registry(config)
     default = registry.default_name()
-    table = Table("", "name", "arch", "params", "quant", "ctx", "layers", "heads/kv",
+    table = Table("", "name", "arch", "params", "quant", "bits/w", "KLD", "ctx", "layers", "heads/kv",
                   "KV/tok f16", "KV/tok q8_0", "tmpl", "size")
     for e in registry.list():
         i = e.model_info
+        bits = 8 * i.weights_bytes / i.n_params if i.n_params else 0.0
+        kld = f"{e.quantized['kld_mean']:.4f}" if e.quantized else "-"  # measured by `appliance quantize`
         table.add_row("*" if e.name == default else "", e.name, i.architecture,
-                      human_params(i.n_params), i.quant, str(i.context_length), str(i.n_layer),
+                      human_params(i.n_params), i.quant, f"{bits:.2f}", kld, str(i.context_length), str(i.n_layer),
                       f"{i.n_head}/{i.n_head_kv}", human_bytes(i.kv_bytes_per_token("f16")),
                       human_bytes(i.kv_bytes_per_token("q8_0")),
                       "yes" if i.has_chat_template else "no", human_bytes(e.size))

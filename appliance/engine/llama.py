@@ -114,6 +114,9 @@ class ContextConfig:
     swa_full: bool | None = None
     # Tokenizer and template only (no weights, no context): the remote backend's prompt counting.
     vocab_only: bool = False
+    # A ggml_backend_sched_eval_callback (ctypes) that sees tensors as they are computed: the
+    # importance-matrix collector of `appliance quantize`. The caller keeps it alive.
+    eval_callback: object | None = None
 
 
 class LlamaRunner:
@@ -172,6 +175,8 @@ class LlamaRunner:
         p.kv_unified = True
         p.swa_full = cfg.swa_full if cfg.swa_full is not None else lib.llama_model_n_swa(self._model) > 0
         p.no_perf = True
+        if cfg.eval_callback is not None:
+            p.cb_eval = cfg.eval_callback
         return p
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -275,7 +280,8 @@ class LlamaRunner:
         """
         batch, row = self._batch, 0
         for item in items:
-            first_out = len(item.tokens) - 1 - len(item.draft)  # the last token, then every draft row
+            # the last token, then every draft row (or every row, when asked)
+            first_out = 0 if item.every_row else len(item.tokens) - 1 - len(item.draft)
             item.rows = []
             for j, tok in enumerate(item.tokens):
                 if row >= self.n_batch:
@@ -302,6 +308,13 @@ class LlamaRunner:
         if not ptr:
             raise DecodeError(f"no logits for batch row {row}")
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def output_logits(self, n: int) -> np.ndarray:
+        """A copy of the first `n` output rows' logits of the last decode, as an (n, n_vocab) array."""
+        ptr = self.lib.llama_get_logits(self._ctx)
+        if not ptr:
+            raise DecodeError("no logits from the last decode")
+        return np.ctypeslib.as_array(ptr, shape=(n, self.n_vocab)).copy()
 
     # -- sampling ----------------------------------------------------------------------
     def new_sampler(self, key: int, p: SamplingParams) -> None:

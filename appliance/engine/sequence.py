@@ -25,6 +25,7 @@ class BatchItem:
     seq: Sequence | None = None
     draft: list[int] = field(default_factory=list)  # speculative tail of `tokens`, to verify
     rows: list[int] = field(default_factory=list)  # batch rows of the logits: [last, d1..dk]
+    every_row: bool = False  # logits for every token (perplexity, KL divergence, importance matrix)
 
 
 @dataclass

@@ -38,6 +38,11 @@ def embedded_chat_model_path() -> Path | None:
     return path if path.is_file() else None
 
 
+def default_name(path: Path) -> str:
+    """The registry name a file gets when none is given: its lower-case stem."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", Path(path).stem.lower())
+
+
 def sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> str:
     """Streamed sha256 of a (possibly multi-GB) file; `progress` gets bytes read per chunk."""
     digest = hashlib.sha256()
@@ -60,6 +65,7 @@ class ModelEntry:
     added: float
     embedded: bool
     info: dict[str, Any]
+    quantized: dict[str, Any] | None = None  # `appliance quantize`'s report (KLD, PPL, source) when made here
 
     @property
     def model_info(self) -> ModelInfo:
@@ -139,20 +145,24 @@ class ModelRegistry:
 
     # -- mutations -------------------------------------------------------------------
     def add(self, path: Path, name: str | None = None,
-            progress: Callable[[int], None] | None = None) -> ModelEntry:
-        """Register a GGUF file after validating its header and hashing it."""
+            progress: Callable[[int], None] | None = None, quantized: dict[str, Any] | None = None) -> ModelEntry:
+        """Register a GGUF file after validating its header and hashing it (with its quantize report)."""
         path = Path(path).expanduser().resolve()
-        name = name or re.sub(r"[^A-Za-z0-9._-]", "-", path.stem.lower())
-        if not _NAME_RE.match(name):
-            raise ModelError(f"invalid model name {name!r}: use letters, digits, '.', '_' or '-'")
+        name = name or default_name(path)
+        self.check_name(name)
         state = self._state()
-        if name in state["models"]:
-            raise ModelError(f"a model named {name!r} is already registered; "
-                             "remove it first or pass --name")
         entry = _entry(name, path, False, progress=progress)
+        entry.quantized = quantized
         state["models"][name] = entry.__dict__
         self._save(state)
         return entry
+
+    def check_name(self, name: str) -> None:
+        """Raise ModelError unless `name` is valid and free (before hours of work that end in `add`)."""
+        if not _NAME_RE.match(name):
+            raise ModelError(f"invalid model name {name!r}: use letters, digits, '.', '_' or '-'")
+        if name in self._state()["models"]:
+            raise ModelError(f"a model named {name!r} is already registered; remove it first or pass --name")
 
     def remove(self, name: str) -> None:
         state = self._state()
