@@ -9,7 +9,8 @@ from .conftest import ROOT
 
 def test_every_setting_documented():
     readme = (ROOT / "README.md").read_text()
-    names = [n for n, f in Settings.model_fields.items() if not f.exclude and n not in ("engine", "knowledge", "chat", "quantize")]
+    sections = ("engine", "knowledge", "chat", "quantize")
+    names = [n for n, f in Settings.model_fields.items() if not f.exclude and n not in sections]
     names += [f"engine.{n}" for n in EngineSettings.model_fields if n not in ("type_k", "type_v")]
     names += ["engine.type_k"]
     names += [f"knowledge.{n}" for n in KnowledgeSettings.model_fields]
