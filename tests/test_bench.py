@@ -53,3 +53,14 @@ def test_ceiling_share_arithmetic():
     # 600 uncached prompt tokens (2 s) + 400 generated at batch 4 (2 s): 100 tok/s is the ceiling
     share = rates.share(uncached=600, generated=400, batch=4, achieved_tok_s=75.0)
     assert share == {"ceiling_tok_s": 100.0, "ceiling_fraction": 0.75}
+
+
+def test_ladder_source_rung_serves_the_unquantized_model_first(chat_model_path):
+    from appliance.bench.runner import RUNGS, ladder_rungs
+
+    assert ladder_rungs() == RUNGS
+    rungs = ladder_rungs(str(chat_model_path))
+    name, env = rungs[0]
+    assert name == "source Q4_1, sequential"  # the label reads the file's own quantization
+    assert env["APPLIANCE_CHAT_MODEL"] == str(chat_model_path)
+    assert env["APPLIANCE_ENGINE__CONTINUOUS_BATCHING"] == "false" and rungs[1:] == RUNGS

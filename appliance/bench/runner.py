@@ -3,6 +3,8 @@
 Ladder: the bench starts its own server per rung, each rung one engine switch on the same
 workload (sequential → continuous batching → + prefix cache → + speculative decoding by prompt
 lookup, 4 draft tokens; the request policy still decides per request whether drafting pays).
+With a source model (`--ladder-source`, e.g. the F16 file `appliance quantize` started from), a
+first rung serves that unquantized model sequentially: the reference story's quantization step.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class BenchOptions:
     key: str = ""
     with_appliance: bool = False       # with --url: also run the appliance, for one comparison table
     server_env: dict[str, str] = field(default_factory=dict)
+    source_model: str = ""             # ladder: an unquantized GGUF (path) served first, sequentially
 
 
 def run_bench(opts: BenchOptions, on_request: Callable | None = None, stop: threading.Event | None = None,
@@ -51,7 +54,7 @@ def run_bench(opts: BenchOptions, on_request: Callable | None = None, stop: thre
     with tempfile.TemporaryDirectory(prefix="appliance-bench-") as tmp:
         if opts.ladder:
             top = max(opts.concurrency)
-            for rung, env in RUNGS:
+            for rung, env in ladder_rungs(opts.source_model):
                 if stop.is_set():
                     break
                 with _local(Path(tmp) / rung, {**opts.server_env, **env}, top) as server:
@@ -73,6 +76,17 @@ def run_bench(opts: BenchOptions, on_request: Callable | None = None, stop: thre
             else:
                 _sweep(target, workload, opts, on_request, stop, runs)
     return runs
+
+
+def ladder_rungs(source_model: str = "") -> list[tuple[str, dict[str, str]]]:
+    """The ladder's rungs, with the unquantized source model first when one is given."""
+    if not source_model:
+        return list(RUNGS)
+    from appliance.quant.quantize import source_quant
+
+    first = (f"source {source_quant(Path(source_model))}, sequential",
+             {**RUNGS[0][1], "APPLIANCE_CHAT_MODEL": source_model})
+    return [first, *RUNGS]
 
 
 def _sweep(target: Target, workload, opts: BenchOptions, on_request, stop, runs: list[RunResult]) -> None:

@@ -85,10 +85,11 @@ def _ceiling_rates(settings):
     return rates
 
 
-def _chat_model_path(settings) -> Path:
+def _model_path(settings, spec: str) -> str:
+    """A registry name or GGUF path as an absolute path (the bench's servers have their own registry)."""
     from appliance.models.registry import ModelRegistry
 
-    return Path(ModelRegistry(settings.data_path).resolve(settings.chat_model).path)
+    return str(Path(ModelRegistry(settings.data_path).resolve(spec).path))
 
 
 def _print_ledger(ledger, where: str) -> None:
@@ -119,6 +120,9 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, rag-quo
                   requests: Annotated[int, typer.Option(help="Requests per user per run.")] = 2,
                   ladder: Annotated[bool, typer.Option(help="Run the optimisation ladder (own server per "
                                                         "rung) at the highest concurrency.")] = False,
+                  ladder_source: Annotated[str | None, typer.Option(help="Ladder: first serve this unquantized "
+                                                                   "model (registry name or GGUF, e.g. the F16 "
+                                                                   "source of `appliance quantize`).")] = None,
                   url: Annotated[str | None, typer.Option(help="Another OpenAI-compatible server "
                                                           "(base URL ending in /v1).")] = None,
                   model: Annotated[str, typer.Option(help="Model name for --url.")] = "smollm2-135m",
@@ -138,7 +142,7 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, rag-quo
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from appliance.bench.report import meta_for, table, write
-    from appliance.bench.runner import RUNGS, BenchOptions, run_bench
+    from appliance.bench.runner import BenchOptions, ladder_rungs, run_bench
     settings = load_cli_settings(config)
     levels = [int(x) for x in concurrency.split(",") if x.strip()]
     # The bench's own server: your config file and chat model, a temporary data directory (holding the
@@ -147,9 +151,11 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, rag-quo
     if settings.config_path:
         server_env["APPLIANCE_CONFIG"] = str(settings.config_path)
     if settings.chat_model:
-        server_env["APPLIANCE_CHAT_MODEL"] = str(_chat_model_path(settings))
-    opts = BenchOptions(workload, levels, requests, ladder, url, model, key, with_appliance, server_env)
-    runs_planned = len(RUNGS) if ladder else len(levels) * (1 + (with_appliance and url is not None))
+        server_env["APPLIANCE_CHAT_MODEL"] = _model_path(settings, settings.chat_model)
+    source = _model_path(settings, ladder_source) if ladder_source else ""
+    opts = BenchOptions(workload, levels, requests, ladder, url, model, key, with_appliance, server_env, source)
+    rungs = ladder_rungs(source)
+    runs_planned = len(rungs) if ladder else len(levels) * (1 + (with_appliance and url is not None))
     total = (max(levels) * runs_planned if ladder else sum(levels) * (runs_planned // len(levels))) * requests
     rates = _ceiling_rates(settings) if ceiling and (not url or with_appliance) else None
     stop = threading.Event()
@@ -168,7 +174,8 @@ def bench_command(workload: Annotated[str, typer.Option(help="chat, rag, rag-quo
 
         meta["rates"] = rates.to_dict()
         for run in runs:
-            if not url or run.target != model:  # the ceiling is this machine's model, not another server's
+            # the ceiling is the configured model's on this machine: not another server's, not the source's
+            if (not url or run.target != model) and not (ladder_source and run.target == rungs[0][0]):
                 add_share(run, rates)
     files = write(out, runs, meta, ladder)
     from appliance.bench.load import summarise

@@ -2,13 +2,15 @@
 
 The documents (a folder read with the ingest loaders, or the indexed knowledge base) are cut into
 blocks of about `BLOCK_CHARS` at paragraph ends; every `HOLDOUT_EVERY`-th block is held out for the
-quality gate and never used for calibration. Calibration also mixes in a small bundled general text
+quality gate and never used for calibration. Both sets are shuffled (fixed seed), so a token budget
+samples every file. Calibration also mixes in a small bundled general text
 (prose, code, arithmetic, English and Chinese), at most `GENERAL_SHARE` of its tokens, so that a
 narrow corpus does not tune the importance matrix to a single style.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +98,11 @@ def split(texts: list[str], origin: str, skipped: list[str] | None = None) -> Ca
     held = [b for i, b in enumerate(all_blocks) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1] or [all_blocks[-1]]
     held_ids = {id(b) for b in held}
     calib = [b for b in all_blocks if id(b) not in held_ids]
+    # A token budget takes blocks from the front: a fixed shuffle makes that front a sample of every
+    # file rather than the first files alphabetically.
+    rng = random.Random(0)
+    rng.shuffle(calib)
+    rng.shuffle(held)
     return CalibText(calib, held, origin, len(texts), skipped or [])
 
 
