@@ -28,16 +28,7 @@ from appliance.bench.ceiling import measure  # noqa: E402
 from appliance.engine.llama import ContextConfig  # noqa: E402
 from appliance.models.gguf import read_gguf  # noqa: E402
 from appliance.quant.quantize import quantize_file  # noqa: E402
-from appliance.quant.types import bits_per_weight, policy_for  # noqa: E402
-
-REPACKED = {"Q4_0", "IQ4_NL", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K"}  # ggml-cpu/repack.cpp, this version
-
-
-def repack_share(path: Path) -> float:
-    """Share of the weight bytes stored in a type the CPU backend can repack."""
-    tensors = [t for t in read_gguf(path).tensors if len(t.shape) == 2]
-    total = sum(t.n_bytes for t in tensors)
-    return sum(t.n_bytes for t in tensors if t.type_name in REPACKED) / total if total else 0.0
+from appliance.quant.types import bits_per_weight, policy_for, repack_share  # noqa: E402
 
 
 def main() -> None:
@@ -74,7 +65,7 @@ def _row(qtype: str, path: Path, rates: list) -> dict:
     info = read_gguf(path)
     return {"type": qtype, "mib": round(path.stat().st_size / 2**20, 1),
             "bits_per_weight": round(bits_per_weight(info), 2),
-            "repack_pct": round(100 * repack_share(path)),
+            "repack_pct": round(100 * repack_share(info)),
             "prefill_tok_s": round(statistics.median(r.prefill_tok_s for r in rates), 1),
             "tok_s_b1": round(statistics.median(r.decode_tok_s[1] for r in rates), 1),
             "tok_s_b16": round(statistics.median(r.decode_tok_s[16] for r in rates), 1)}

@@ -9,6 +9,7 @@ first rung serves that unquantized model sequentially: the reference story's qua
 
 from __future__ import annotations
 
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -57,7 +58,8 @@ def run_bench(opts: BenchOptions, on_request: Callable | None = None, stop: thre
             for rung, env in ladder_rungs(opts.source_model):
                 if stop.is_set():
                     break
-                with _local(Path(tmp) / rung, {**opts.server_env, **env}, top) as server:
+                with _local(Path(tmp) / re.sub(r"[^A-Za-z0-9+._-]+", "-", rung), {**opts.server_env, **env},
+                            top) as server:
                     model = workload.model_override or server_model(server)
                     target = Target(rung, server.url + "/v1", model, server.key)
                     runs.append(run_load(target, workload, top, opts.requests, on_request, stop))

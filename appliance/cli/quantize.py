@@ -4,8 +4,6 @@ documents, measured on held-out text, and registered only if it passes the quali
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -98,6 +96,7 @@ class _Bench:
 
     def open(self):
         from appliance.quant.pipeline import Options, Workbench
+        from appliance.quant.types import FULL_PRECISION
 
         texts, origin, skipped = self.texts()
         q = self.settings.quantize
@@ -105,7 +104,11 @@ class _Bench:
                        allow_requantize=self.allow_requantize, n_gpu_layers=self.settings.engine.n_gpu_layers,
                        skipped=skipped)
         self.progress = _progress_bar(self.quiet)
-        return Workbench(opts, self.progress)
+        wb = Workbench(opts, self.progress)
+        if self.allow_requantize and wb.source_quant.upper() not in FULL_PRECISION:
+            err_console.print(f"[yellow]warning:[/] {self.source.name} is already {wb.source_quant}: the result "
+                              "carries both rounds of error, and its KLD is measured against that quantized source")
+        return wb
 
 
 def _progress_bar(quiet: bool):
@@ -183,13 +186,3 @@ def _print_one(r: dict, as_json: bool) -> None:
         console.print(f"[red]not registered:[/] mean KLD {r['kld_mean']:.4f} exceeds the bound {r['max_kld']} "
                       "(quantize.max_kld); try a wider type, keep the tensors above higher, or pass --force")
 
-
-def temp_dir(settings) -> Path:
-    """A scratch folder next to the models (same disk: candidates can be GBs)."""
-    root = settings.data_path / "models"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=".compare-", dir=root))
-
-
-def remove_dir(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

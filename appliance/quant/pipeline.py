@@ -16,7 +16,16 @@ import numpy as np
 from appliance.models.gguf import read_gguf
 from appliance.quant import calib, imatrix, quality
 from appliance.quant.quantize import check_source, quantize_file
-from appliance.quant.types import BASE_TYPE, TYPE_BITS, Override, QuantError, bits_per_weight, policy_for, tensor_types
+from appliance.quant.types import (
+    BASE_TYPE,
+    TYPE_BITS,
+    Override,
+    QuantError,
+    bits_per_weight,
+    policy_for,
+    repack_share,
+    tensor_types,
+)
 
 # Tensor groups tried at Q8_0 when a candidate fails the gate, to say which ones to keep higher.
 GROUPS = {"output+token_embd": (r"^output\.weight$", r"^token_embd\.weight$"), "attn_v": (r"attn_v\.weight",),
@@ -52,12 +61,14 @@ class Candidate:
     bits_per_weight: float
     tensor_types: dict[str, str]
     quality: quality.Quality
+    repack_share: float = 0.0
     tok_s_b1: float | None = None
     tok_s_b16: float | None = None
 
     def to_dict(self) -> dict:
         return {"type": self.type, "imatrix": self.imatrix, "path": str(self.path), "bytes": self.bytes,
-                "bits_per_weight": round(self.bits_per_weight, 3), **self.quality.to_dict(),
+                "bits_per_weight": round(self.bits_per_weight, 3), "cpu_repack_share": round(self.repack_share, 3),
+                **self.quality.to_dict(),
                 "tok_s_b1": _r(self.tok_s_b1), "tok_s_b16": _r(self.tok_s_b16)}
 
 
@@ -114,7 +125,8 @@ class Workbench:
         info = read_gguf(out)
         q = quality.compare(out, self.eval_windows, self.reference, self.opts.n_gpu_layers,
                             self._counter(f"check {qtype}", self.eval_windows))
-        cand = Candidate(qtype, use_imatrix, out, out.stat().st_size, bits_per_weight(info), tensor_types(info), q)
+        cand = Candidate(qtype, use_imatrix, out, out.stat().st_size, bits_per_weight(info), tensor_types(info), q,
+                         repack_share(info))
         if bench:
             cand.tok_s_b1, cand.tok_s_b16 = decode_rates(out, self.opts.n_gpu_layers)
         return cand

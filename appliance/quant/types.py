@@ -120,3 +120,15 @@ def bits_per_weight(info: GGUFFile) -> float:
     elements = sum(t.n_elements for t in info.tensors)
     return 8 * sum(t.n_bytes for t in info.tensors) / elements if elements else 0.0
 
+
+
+# Tensor types llama.cpp's CPU backend repacks into interleaved layouts with faster kernels
+# (ggml-cpu/repack.cpp of the vendored version; which ones apply depends on the CPU's features).
+CPU_REPACKED = {"Q4_0", "IQ4_NL", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K"}
+
+
+def repack_share(info: GGUFFile) -> float:
+    """Share of the matrix bytes stored in a type the CPU backend can repack."""
+    tensors = [t for t in info.tensors if len(t.shape) == 2]
+    total = sum(t.n_bytes for t in tensors)
+    return sum(t.n_bytes for t in tensors if t.type_name in CPU_REPACKED) / total if total else 0.0
