@@ -69,6 +69,9 @@ class EngineSettings(_Section):
     speculative: int = Field(0, ge=0, le=16, description="Most draft tokens per step from prompt lookup "
                              "(speculative decoding; answers that quote the documents gain most); 0 = off. "
                              "A request may set its own (\"speculative\": N or false).")
+    draft_model: str = Field("", description="Speculative decoding's second proposer: a small GGUF (registry "
+                             "name or path) with the chat model's vocabulary that drafts the next tokens; "
+                             "empty = prompt lookup. Needs speculative > 0.")
     spec_min_output: int = Field(64, ge=1, description="Requests allowed fewer output tokens than this "
                                  "never speculate (short answers lose).")
     spec_min_accept: float = Field(0.3, ge=0, le=1, description="A request whose drafts are accepted less "

@@ -72,7 +72,7 @@ def run_engine(name: str, knobs: dict, users: int, rounds: int, out_tokens: int,
         uncached = round(result["requests"] * (result["prompt_tokens_mean"] - result["cached_prompt_tokens_mean"]))
         result.update(rates.share(uncached, result["out_tokens"], result["peak_running"], result["out_tok_s"]))
         snap = engine.snapshot()
-        drafted, accepted = snap["spec_drafted"].get("lookup", 0), snap["spec_accepted"].get("lookup", 0)
+        drafted, accepted = sum(snap["spec_drafted"].values()), sum(snap["spec_accepted"].values())
         cost = engine.scheduler.pacer.cost()
         result.update(drafted=drafted, accepted=accepted,
                       step_cost_ms=None if cost is None else [round(cost[0] * 1000, 2), round(cost[1] * 1000, 3)],
@@ -86,7 +86,8 @@ def _chat(rng: random.Random) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text(rng)}]
 
 
-def run_spec(users: int, rounds: int, draft: int, rates: Rates, repeat: int = 1) -> dict[str, dict]:
+def run_spec(users: int, rounds: int, draft: int, rates: Rates, repeat: int = 1,
+             draft_model: str = "") -> dict[str, dict]:
     """The speculative-decoding cells (see the module doc), off and on, alternating `repeat` times
     (this machine's run-to-run noise is larger than some of the effects); numbers are the means."""
     quote = SamplingParams(max_tokens=128, temperature=0)
@@ -100,8 +101,8 @@ def run_spec(users: int, rounds: int, draft: int, rates: Rates, repeat: int = 1)
             for state, k in (("off", 0), ("on", draft)):
                 name = f"{cell}_{state}"
                 print(f"{name} ({r + 1}/{repeat}) ...", file=sys.stderr, flush=True)
-                runs.setdefault(name, []).append(run_engine(name, {"speculative": k}, n_users, n_rounds, 128, rates,
-                                                                request))
+                knobs = {"speculative": k, "draft_model": draft_model if k else ""}
+                runs.setdefault(name, []).append(run_engine(name, knobs, n_users, n_rounds, 128, rates, request))
     return {name: _mean(results) for name, results in runs.items()}
 
 
@@ -212,6 +213,8 @@ def main() -> int:
     ap.add_argument("--spec", action="store_true", help="speculative decoding off/on (see above)")
     ap.add_argument("--draft", type=int, default=4, help="--spec: draft tokens per step")
     ap.add_argument("--repeat", type=int, default=1, help="--spec: off/on runs per cell, alternating (means)")
+    ap.add_argument("--draft-model", default="", help="--spec: a draft GGUF (registry name or path) instead of "
+                    "prompt lookup")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "engine.json")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
@@ -220,7 +223,7 @@ def main() -> int:
     print(f"ceiling rates: prefill {rates.prefill_tok_s:.0f} tok/s, decode "
           + ", ".join(f"b{b} {r:.0f}" for b, r in rates.decode_tok_s.items()) + " tok/s", file=sys.stderr)
     if args.spec:
-        results = run_spec(args.users, args.rounds, args.draft, rates, args.repeat)
+        results = run_spec(args.users, args.rounds, args.draft, rates, args.repeat, args.draft_model)
         keys = ("out_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tpot_p95_ms", "accept_rate", "ceiling_fraction")
         text = spec_table(results)
     else:

@@ -21,12 +21,14 @@ SYSTEM_PROMPT = (
 ) * 4
 
 
-def make_engine(model: Path, **knobs) -> Engine:
-    """An engine over the embedded model with small, test-friendly defaults."""
+def make_engine(model: Path, draft: Path | None = None, **knobs) -> Engine:
+    """An engine over the embedded model with small, test-friendly defaults (and a draft model)."""
     e = EngineSettings(**{"n_ctx": 2048, "n_seq_max": 8, "n_threads": 2, **knobs})
-    ctx = ContextConfig(model_path=model, n_ctx=e.n_ctx, n_seq_max=e.n_seq_max, n_batch=e.n_batch,
-                        n_ubatch=e.n_ubatch, n_threads=e.n_threads, type_k=e.type_k, type_v=e.type_v)
-    return Engine(ctx, e, model_info(read_gguf(model)), "smollm2-test")
+
+    def ctx(path: Path) -> ContextConfig:
+        return ContextConfig(model_path=path, n_ctx=e.n_ctx, n_seq_max=e.n_seq_max, n_batch=e.n_batch,
+                             n_ubatch=e.n_ubatch, n_threads=e.n_threads, type_k=e.type_k, type_v=e.type_v)
+    return Engine(ctx(model), e, model_info(read_gguf(model)), "smollm2-test", ctx(draft) if draft else None)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -184,3 +184,12 @@ def test_draft_length_follows_the_measured_step_cost():
     assert best_k(0.6, 4, 16, lambda n: 0.0077 + 0.0033 * n) == 0   # a full batch: drafting slows everyone
     assert best_k(0.54, 4, 1, lambda n: None) == 4          # nothing measured yet: try, and measure
     assert best_k(0.54, 4, 1, {1: 0.0114}.get) == 1         # 2-token steps not measured: try one
+
+
+def test_a_costly_draft_model_is_not_worth_drafting():
+    from appliance.engine.speculative import best_k
+
+    def step_time(n):
+        return 0.010 + 0.0005 * n  # extra rows nearly free, as on a GPU
+    assert best_k(0.8, 4, 1, step_time) == 4  # prompt lookup: free drafts pay
+    assert best_k(0.8, 4, 1, step_time, draft_cost=lambda k: 0.02 * k) == 0  # each draft token costs two steps

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from appliance.config import EngineSettings, Settings
+from appliance.engine.draft import DraftModel
 from appliance.engine.errors import EngineStopped, PromptTooLong
 from appliance.engine.kvcache import KVCache
 from appliance.engine.llama import ContextConfig, LlamaRunner
@@ -31,16 +32,21 @@ class Engine:
     """Continuous batching with a shared-prefix KV cache over one llama.cpp context."""
 
     def __init__(self, ctx: ContextConfig, knobs: EngineSettings,
-                 info: ModelInfo | None = None, model_name: str = "") -> None:
+                 info: ModelInfo | None = None, model_name: str = "", draft: ContextConfig | None = None) -> None:
         self.knobs = knobs
         self.info = info
         self.model_name = model_name or Path(ctx.model_path).stem
         self._ctx_config = ctx
         self.restarts: list[float] = []  # when the context was rebuilt after a failure
         self.runner = LlamaRunner(ctx)
+        self.drafter: DraftModel | None = None
         try:
+            # A draft model (speculative decoding's second proposer) checks its vocabulary first.
+            self.drafter = DraftModel(draft, self.runner) if draft is not None else None
             self._setup(ctx, knobs, info)
         except BaseException:
+            if self.drafter is not None:
+                self.drafter.close()
             self.runner.close()
             raise
         self._thread = threading.Thread(target=self._loop, name="appliance-engine", daemon=True)
@@ -64,10 +70,13 @@ class Engine:
             max_running=r.n_seq_max if knobs.continuous_batching else 1,
             n_batch=r.n_batch, prefill_chunk=knobs.prefill_chunk, gen_reserve=knobs.gen_reserve,
             max_queue=knobs.max_queue, per_user_queue=knobs.per_user_queue, background_slots=knobs.background_slots,
-            spec=spec_config(knobs), tpot_target_s=knobs.tpot_target_ms / 1000,
+            spec=spec_config(knobs, self.drafter is not None), tpot_target_s=knobs.tpot_target_ms / 1000,
             # Recurrent and hybrid models keep one state per sequence, not per position: a prefix
             # cannot be shared or cut back, so they run without the prefix cache.
             prefix_cache=knobs.prefix_cache and not r.recurrent))
+        if self.drafter is not None:
+            self.drafter.reset()  # a rebuilt target context holds nothing the draft slots remember
+            self.scheduler.draft_cost = self.drafter.cost
         if r.recurrent and knobs.prefix_cache:
             log.warning("%s is recurrent/hybrid: prefix cache off", self.model_name)
         self.prompts = PromptTokenizer(r)
@@ -77,8 +86,13 @@ class Engine:
         """Build the engine for the configured (or default registered) chat model."""
         from appliance.models.registry import ModelRegistry
 
-        entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
-        return cls(context_config(settings, Path(entry.path)), settings.engine, entry.model_info, entry.name)
+        registry = ModelRegistry(settings.data_path)
+        entry = registry.resolve(settings.chat_model)
+        draft = None
+        if settings.engine.draft_model and settings.engine.speculative:
+            draft = context_config(settings, Path(registry.resolve(settings.engine.draft_model).path))
+            draft.type_k = draft.type_v = "f16"
+        return cls(context_config(settings, Path(entry.path)), settings.engine, entry.model_info, entry.name, draft)
 
     # -- public API ----------------------------------------------------------------------
     def tokenize_messages(self, messages: list[dict]) -> list[int]:
@@ -145,6 +159,8 @@ class Engine:
             for seq in [*self.scheduler.running, *self.scheduler.waiting]:
                 self.scheduler.finish(seq, "cancelled")
             self._deliver_finished()
+        if self.drafter is not None:
+            self.drafter.close()
         self.runner.close()
 
     def __enter__(self) -> Engine:
@@ -207,6 +223,8 @@ class Engine:
             self._deliver_finished()
         if not items:
             return False
+        if self.drafter is not None and any(i.draft_k for i in items):
+            self._fill_drafts(items)
         t0 = time.perf_counter()
         rc = self.runner.decode(items)
         elapsed = time.perf_counter() - t0
@@ -224,6 +242,17 @@ class Engine:
                         self._sample_or_fail(item)
             self._deliver_finished()
         return True
+
+    def _fill_drafts(self, items: list[BatchItem]) -> None:
+        """Ask the draft model for the drafts the scheduler reserved room for (outside the lock: only
+        this thread touches the sequences' tokens and the draft context)."""
+        wanted = [i for i in items if i.draft_k]
+        drafts = self.drafter.propose([(i.slot, i.seq.all_tokens[:i.start + len(i.tokens)], i.draft_k)
+                                       for i in wanted])
+        for item in wanted:
+            item.draft = drafts.get(item.slot, [])[:item.draft_k]
+            item.tokens = item.tokens + item.draft
+            item.draft_k = 0
 
     def _sample_or_fail(self, item: BatchItem) -> None:
         """One sequence's sampling failing (a sampler error, a broken token) ends that request only."""
@@ -251,7 +280,7 @@ class Engine:
                 break
         accepted = accepted_prefix(item.draft, picks)
         self.scheduler.settle_draft(item, accepted)
-        self.metrics.on_draft("lookup", len(item.draft), accepted)
+        self.metrics.on_draft(self.scheduler.cfg.spec.proposer, len(item.draft), accepted)
         for token in picks:
             if self._emit(seq, token):
                 break
@@ -295,10 +324,11 @@ class Engine:
         return channel.put(event) if channel is not None else False
 
 
-def spec_config(knobs: EngineSettings) -> SpecConfig:
-    """The speculation policy from the engine settings."""
+def spec_config(knobs: EngineSettings, draft_model: bool = False) -> SpecConfig:
+    """The speculation policy from the engine settings (and whether a draft model proposes)."""
     return SpecConfig(draft_tokens=knobs.speculative, min_output=knobs.spec_min_output,
-                      min_accept=knobs.spec_min_accept, max_decoders=knobs.spec_max_decoders)
+                      min_accept=knobs.spec_min_accept, max_decoders=knobs.spec_max_decoders,
+                      proposer="draft_model" if draft_model else "lookup")
 
 
 def context_config(settings: Settings, model_path: Path) -> ContextConfig:

@@ -243,6 +243,11 @@ class LlamaRunner:
         raw = self.lib.llama_vocab_get_text(self._vocab, token)
         return raw.decode("utf-8", errors="replace") if raw else ""
 
+    @property
+    def vocab(self):
+        """The llama_vocab handle (for vocabulary comparisons, e.g. a draft model's)."""
+        return self._vocab
+
     def is_eog(self, token: int) -> bool:
         return bool(self.lib.llama_vocab_is_eog(self._vocab, token))
 

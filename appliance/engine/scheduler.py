@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appliance.engine.errors import EngineOverloaded
 from appliance.engine.kvcache import KVCache
 from appliance.engine.pacing import StepPacer
 from appliance.engine.sequence import BatchItem, Sequence, Status
-from appliance.engine.speculative import SpecConfig, draft_for
+from appliance.engine.speculative import SpecConfig, draft_for, draft_length
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Scheduler:
         self.prefix_queries = 0
         self.prefix_hit_tokens = 0
         self.prefix_query_tokens = 0
+        # What a k-token draft costs to make (a draft model's measured time; prompt lookup: free).
+        self.draft_cost: Callable[[int], float] = lambda k: 0.0
 
     # -- queue ---------------------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -102,10 +105,10 @@ class Scheduler:
         drafts = True
         while True:
             items = self._build_batch(drafts)
-            need = sum(len(i.tokens) for i in items)
+            need = sum(len(i.tokens) + i.draft_k for i in items)
             if need <= self.cache.free_cells:
                 return items
-            if drafts and any(i.draft for i in items):
+            if drafts and any(i.draft or i.draft_k for i in items):
                 drafts = False  # draft tokens give way before any cached prefix or running request
                 continue
             # Cached prefixes go first; then the youngest running sequence is preempted.
@@ -282,6 +285,9 @@ class Scheduler:
     def _add_draft(self, item: BatchItem, budget: int, decoders: int) -> None:
         seq = item.seq
         room = min(budget, seq.max_tokens - len(seq.output_tokens) - 1, self.cache.n_cells - seq.n_tokens - 1)
+        if self.cfg.spec.proposer == "draft_model":  # the engine fills it, outside the lock
+            item.draft_k = draft_length(seq.spec, room, decoders, self.pacer.step_time, self.cfg.spec, self.draft_cost)
+            return
         item.draft = draft_for(seq.spec, seq.all_tokens, room, decoders, self.pacer.step_time, self.cfg.spec)
         item.tokens = item.tokens + item.draft
 

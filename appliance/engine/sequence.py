@@ -26,6 +26,7 @@ class BatchItem:
     draft: list[int] = field(default_factory=list)  # speculative tail of `tokens`, to verify
     rows: list[int] = field(default_factory=list)  # batch rows of the logits: [last, d1..dk]
     every_row: bool = False  # logits for every token (perplexity, KL divergence, importance matrix)
+    draft_k: int = 0  # draft tokens reserved for a draft model to fill before the decode (ledger-checked)
 
 
 @dataclass

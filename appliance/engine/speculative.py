@@ -36,6 +36,7 @@ class SpecConfig:
     min_accept: float = 0.3      # running acceptance below this turns drafting off for the request
     warmup: int = 16             # drafted tokens before the acceptance rate is judged
     max_decoders: int = 4        # more sequences decoding than this: the batch is busy, no drafts
+    proposer: str = "lookup"     # "lookup" (prompt n-grams) or "draft_model" (engine.draft_model)
 
 
 @dataclass
@@ -100,10 +101,12 @@ def expected_tokens(accept: float, k: int) -> float:
     return (1.0 - accept ** (k + 1)) / (1.0 - accept)
 
 
-def best_k(accept: float, k_max: int, decoders: int, step_time: Callable[[int], float | None]) -> int:
+def best_k(accept: float, k_max: int, decoders: int, step_time: Callable[[int], float | None],
+           draft_cost: Callable[[int], float] = lambda k: 0.0) -> int:
     """The draft length with the most tokens per second for a step of `decoders` sequences, given
-    `step_time(tokens)` (seconds, measured by the engine; None when not known yet); 0 when plain
-    decoding is faster. An unknown cost is tried (the step that tries it measures it)."""
+    `step_time(tokens)` (seconds, measured by the engine; None when not known yet) and what making a
+    k-token draft costs (`draft_cost`, 0 for prompt lookup); 0 when plain decoding is faster. An unknown
+    cost is tried (the step that tries it measures it)."""
     base_time = step_time(decoders)
     if base_time is None:
         return k_max
@@ -112,24 +115,30 @@ def best_k(accept: float, k_max: int, decoders: int, step_time: Callable[[int], 
         seconds = step_time(decoders + k)
         if seconds is None:
             return k
-        rate = (decoders - 1 + expected_tokens(accept, k)) / seconds
+        rate = (decoders - 1 + expected_tokens(accept, k)) / (seconds + draft_cost(k))
         if rate > best_rate:
             best, best_rate = k, rate
     return best
 
 
-def draft_for(state: SpecState | None, tokens: list[int], room: int, decoders: int,
-              step_time: Callable[[int], float | None], cfg: SpecConfig) -> list[int]:
-    """The draft for one decode step of a request, or [] when this step should not speculate.
+def draft_length(state: SpecState | None, room: int, decoders: int, step_time: Callable[[int], float | None],
+                 cfg: SpecConfig, draft_cost: Callable[[int], float] = lambda k: 0.0) -> int:
+    """How many tokens one decode step of a request should draft (0 = none: the policy).
 
     `room` is how many more tokens the request may produce after this step's own pick (max_tokens
     and context), `decoders` how many sequences decode in this batch, `step_time` the engine's
-    measured seconds per step size.
+    measured seconds per step size, `draft_cost` what a k-token draft costs to make.
     """
     if state is None or state.off_reason or state.draft_tokens < 1 or decoders > cfg.max_decoders:
-        return []
+        return 0
     accept = state.accept_rate if state.drafted >= cfg.warmup else PRIOR_ACCEPT
-    k = min(best_k(accept or 0.0, state.draft_tokens, decoders, step_time), room)
+    return max(0, min(best_k(accept or 0.0, state.draft_tokens, decoders, step_time, draft_cost), room))
+
+
+def draft_for(state: SpecState | None, tokens: list[int], room: int, decoders: int,
+              step_time: Callable[[int], float | None], cfg: SpecConfig) -> list[int]:
+    """The prompt-lookup draft for one decode step of a request, or [] when this step should not speculate."""
+    k = draft_length(state, room, decoders, step_time, cfg)
     return prompt_lookup(tokens, k, cfg.ngram_max, cfg.ngram_min) if k > 0 else []
 
 
