@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import appliance.engine.speculative as speculative
-from appliance.engine.draft import DraftModel, check_compatible, common_prefix
+from appliance.engine.draft import DraftModel, check_compatible
 from appliance.engine.errors import EngineError
 from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.sequence import SamplingParams
@@ -19,7 +19,7 @@ from appliance.quant.types import policy_for
 
 from .engine_helpers import make_engine
 from .test_engine import assert_idle, assert_memory_matches_ledger
-from .test_speculative_engine import quote_prompt
+from .test_speculative_engine import assert_cancel_frees_every_cell, quote_prompt
 
 pytestmark = pytest.mark.slow
 
@@ -29,11 +29,6 @@ def draft_path(tmp_path_factory, chat_model_path):
     out = tmp_path_factory.mktemp("draft") / "smollm2-q4_0.gguf"
     quantize_file(chat_model_path, out, "Q4_0", policy_for("Q4_0", [], mixed=False), allow_requantize=True)
     return out
-
-
-def test_common_prefix():
-    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix([], [1]) == 0
-    assert common_prefix([1, 2], [1, 2]) == 2
 
 
 def test_draft_model_greedy_gives_the_plain_tokens(chat_model_path, draft_path, monkeypatch):
@@ -61,14 +56,7 @@ def test_cancelled_request_with_drafts_frees_every_cell(chat_model_path, draft_p
     monkeypatch.setattr(speculative, "best_k", lambda accept, k_max, *a, **kw: k_max)
     eng = make_engine(chat_model_path, draft=draft_path, speculative=4, spec_min_output=1)
     try:
-        req = eng.submit(quote_prompt(), SamplingParams(max_tokens=200, temperature=0))
-        it = iter(req)
-        next(it)
-        next(it)
-        req.cancel()
-        assert req.result(60).finish_reason == "cancelled"
-        assert_idle(eng)
-        assert_memory_matches_ledger(eng)
+        assert_cancel_frees_every_cell(eng, quote_prompt(), max_tokens=200)
     finally:
         eng.shutdown()
 

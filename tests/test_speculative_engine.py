@@ -67,8 +67,9 @@ def test_verify_rows_see_what_single_steps_see(chat_model_path):
         assert kl(step[0], r.logits(verify.rows[1])) > KL_BOUND
 
 
-def test_cancelled_speculating_request_frees_every_cell(engine):
-    req = engine.submit(quote_prompt(EXCERPT * 3), SamplingParams(max_tokens=300, temperature=0))
+def assert_cancel_frees_every_cell(engine, prompt, max_tokens=300):
+    """Cancel a request after two streamed pieces: it ends 'cancelled' and the KV ledger is exact."""
+    req = engine.submit(prompt, SamplingParams(max_tokens=max_tokens, temperature=0))
     it = iter(req)
     next(it)
     next(it)
@@ -76,3 +77,7 @@ def test_cancelled_speculating_request_frees_every_cell(engine):
     assert req.result(60).finish_reason == "cancelled"
     assert_idle(engine)
     assert_memory_matches_ledger(engine)
+
+
+def test_cancelled_speculating_request_frees_every_cell(engine):
+    assert_cancel_frees_every_cell(engine, quote_prompt(EXCERPT * 3))

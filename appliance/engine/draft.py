@@ -22,6 +22,7 @@ import numpy as np
 from appliance.engine.errors import EngineError
 from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.sequence import BatchItem
+from appliance.engine.speculative import accepted_prefix
 
 VOCAB_MAX_DIFF = 128   # llama.cpp: SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 VOCAB_CHECK_FROM = 5   # llama.cpp: SPEC_VOCAB_CHECK_START_TOKEN_ID
@@ -45,16 +46,6 @@ def check_compatible(target: LlamaRunner, draft: LlamaRunner) -> None:
         if target.token_text(token) != draft.token_text(token):
             raise EngineError(f"draft model not compatible with the chat model: token {token} is "
                               f"{draft.token_text(token)!r} there and {target.token_text(token)!r} here")
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class DraftModel:
@@ -128,7 +119,7 @@ class DraftModel:
             return True
 
         for slot, tokens, _ in wants:
-            keep = min(common_prefix(self.held.get(slot, []), tokens), len(tokens) - 1)
+            keep = min(accepted_prefix(self.held.get(slot, []), tokens), len(tokens) - 1)  # common prefix
             self.runner.seq_rm(slot, keep, -1)
             self.held[slot] = list(tokens)
             feed = tokens[keep:]
