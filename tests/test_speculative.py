@@ -193,3 +193,18 @@ def test_a_costly_draft_model_is_not_worth_drafting():
         return 0.010 + 0.0005 * n  # extra rows nearly free, as on a GPU
     assert best_k(0.8, 4, 1, step_time) == 4  # prompt lookup: free drafts pay
     assert best_k(0.8, 4, 1, step_time, draft_cost=lambda k: 0.02 * k) == 0  # each draft token costs two steps
+
+
+def test_reserved_draft_cells_count_in_the_batch_budget():
+    """With a draft model the scheduler reserves draft_k tokens the engine fills later: a prefill
+    behind the decoder must leave room for them, or the filled batch exceeds n_batch."""
+    spec = SpecConfig(draft_tokens=4, min_output=1, proposer="draft_model")
+    s, _ = make(spec)
+    s.cfg.n_batch = 64
+    s.cfg.prefill_chunk = 64
+    s.add(speculating(range(10), 50, spec))
+    run(s, lambda ctx, exp: 7)  # prompt done and first token picked: the sequence now decodes
+    s.add(speculating(range(100, 300), 50, spec))  # a long prompt waits to be prefilled
+    items = s.schedule()
+    assert any(i.draft_k for i in items)  # the policy (no step times yet) tries drafting
+    assert sum(len(i.tokens) + i.draft_k for i in items) <= 64

@@ -274,7 +274,7 @@ class Scheduler:
                 if drafts:
                     self._add_draft(item, budget - 1, len(decoders))
                 items.append(item)
-                budget -= len(item.tokens)
+                budget -= len(item.tokens) + item.draft_k  # a draft model fills draft_k after this
         for seq in sorted(self.running, key=lambda s: s.params.priority):  # interactive prefill first
             if seq.n_pending > 1 and budget > 0:
                 n = min(seq.n_pending, self.cfg.prefill_chunk, budget)
