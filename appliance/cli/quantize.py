@@ -123,8 +123,6 @@ def _progress_bar(quiet: bool):
         if stage not in tasks:
             tasks[stage] = bar.add_task(stage, total=total)
         bar.update(tasks[stage], completed=done, total=total)
-        if all(t.finished for t in bar.tasks):
-            bar.refresh()
     update.stop = bar.stop  # type: ignore[attr-defined]
     return update
 

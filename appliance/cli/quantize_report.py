@@ -29,7 +29,7 @@ def compare_types(bench_, types: list[str], use_imatrix: bool, keeps, mixed: boo
                 path = scratch / f"{t.lower()}{'-imat' if imat else ''}.gguf"
                 cand = wb.build(t, path, imat, keeps, mixed, bench)
                 row = cand.to_dict()
-                row["max_concurrency"] = _concurrency(path, device)
+                row["max_concurrency"] = _concurrency(cand, device)
                 rows.append(row)
                 path.unlink(missing_ok=True)
     finally:
@@ -58,12 +58,11 @@ def _device(vram: str | None) -> tuple[int, str]:
     return (parse_size(vram), "given") if vram else detect_device_bytes()
 
 
-def _concurrency(path, device: int, context: int = 4096) -> int:
+def _concurrency(cand, device: int, context: int = 4096) -> int:
     """Sequences of `context` tokens that fit next to the weights (`appliance plan`'s ledger)."""
-    from appliance.models.metadata import model_info_for
     from appliance.plan import Shape, plan
 
-    return plan(Shape.of(path.stem, model_info_for(path)), device, context, 1).max_concurrency
+    return plan(Shape.of(cand.path.stem, cand.model), device, context, 1).max_concurrency
 
 
 def _print_table(r: dict) -> None:

@@ -58,7 +58,6 @@ class DraftModel:
         except BaseException:
             self.runner.close()
             raise
-        self.name = cfg.model_path.stem
         self.held: dict[int, list[int]] = {}  # slot -> tokens in the draft context
         self.step_s: float | None = None      # measured seconds of one batched draft step
 

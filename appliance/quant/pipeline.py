@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from appliance.models.gguf import read_gguf
+from appliance.models.metadata import ModelInfo, model_info
 from appliance.quant import calib, imatrix, quality
 from appliance.quant.quantize import check_source, quantize_file
 from appliance.quant.types import (
@@ -61,6 +62,7 @@ class Candidate:
     bits_per_weight: float
     tensor_types: dict[str, str]
     quality: quality.Quality
+    model: ModelInfo  # the header's facts, for `plan`'s ledger
     repack_share: float = 0.0
     tok_s_b1: float | None = None
     tok_s_b16: float | None = None
@@ -126,7 +128,7 @@ class Workbench:
         q = quality.compare(out, self.eval_windows, self.reference, self.opts.n_gpu_layers,
                             self._counter(f"check {qtype}", self.eval_windows))
         cand = Candidate(qtype, use_imatrix, out, out.stat().st_size, bits_per_weight(info), tensor_types(info), q,
-                         repack_share(info))
+                         model_info(info), repack_share(info))
         if bench:
             cand.tok_s_b1, cand.tok_s_b16 = decode_rates(out, self.opts.n_gpu_layers)
         return cand
