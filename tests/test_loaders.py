@@ -1,11 +1,17 @@
 """One test per loader, on files the tests generate, plus content-based type detection."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from knowledge.errors import LoaderError
 from knowledge.loaders import detect_kind, load
 
 from .kb_helpers import make_docx, make_encrypted_pdf, make_pdf
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_pdf_pages(tmp_path):
@@ -25,6 +31,30 @@ def test_pdf_encrypted_truncated_and_scanned(tmp_path):
     blank = make_pdf(tmp_path / "blank.pdf", [""])
     with pytest.raises(LoaderError, match="OCR not available"):
         load(blank, blank.read_bytes())
+
+
+_PDF_THREADS = """
+import sys, threading
+from pathlib import Path
+from knowledge.loaders import load
+path = Path(sys.argv[1])
+raw = path.read_bytes()
+def work():
+    for _ in range(30):
+        assert len(load(path, raw).sections) == 30
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+
+
+def test_pdfs_parse_in_parallel_threads_without_crashing(tmp_path):
+    # PDFium is not thread-safe and ingest parses in worker threads: without the loader's lock this
+    # script dies with SIGSEGV or "corrupted size vs. prev_size" (measured: every run of two).
+    pdf = make_pdf(tmp_path / "many.pdf", [f"page {i} says something " * 20 for i in range(30)])
+    run = subprocess.run([sys.executable, "-c", _PDF_THREADS, str(pdf)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 def test_docx_headings(tmp_path):

@@ -4,20 +4,32 @@ Why PDFium and not pypdf: on the real Debian FAQ PDF pypdf glued words together
 ("Currentlytherearethreeversions…", 182 glued words), which breaks both lexical and dense
 retrieval; PDFium's text layer kept every space, found more text, and was about ten times faster
 on both the English and the Chinese PDF of the dev corpus.
+
+PDFium is not thread-safe, not even across different documents (pypdfium2's documentation), and
+ingest parses files in worker threads: every PDFium call here holds one lock, and every object is
+closed inside it. Without the lock, ingesting the dev corpus (several PDFs) crashed the process
+with SIGSEGV or SIGTRAP in two of five runs.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from knowledge.errors import LoaderError
 from knowledge.loaders.base import Document, Section
 
 _PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+_PDFIUM = threading.Lock()
 
 
 def load_pdf(path: Path, raw: bytes) -> Document:
+    with _PDFIUM:
+        return _load(path, raw)
+
+
+def _load(path: Path, raw: bytes) -> Document:
     import pypdfium2 as pdfium
 
     try:
@@ -30,8 +42,7 @@ def load_pdf(path: Path, raw: bytes) -> Document:
         sections = []
         for number in range(1, len(pdf) + 1):
             try:
-                page = pdf[number - 1]
-                text = page.get_textpage().get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                text = _page_text(pdf, number - 1)
             except pdfium.PdfiumError as e:  # one bad page must not lose the others
                 logging.getLogger("knowledge").warning("%s page %d unreadable: %s", path, number, e)
                 continue
@@ -43,3 +54,15 @@ def load_pdf(path: Path, raw: bytes) -> Document:
     finally:
         pdf.close()
     return Document(sections, title=title or path.stem, kind="pdf")
+
+
+def _page_text(pdf, index: int) -> str:
+    page = pdf[index]
+    try:
+        textpage = page.get_textpage()
+        try:
+            return textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+        finally:
+            textpage.close()
+    finally:
+        page.close()
