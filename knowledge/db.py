@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from knowledge.chunking import Chunk
+from knowledge.chunking import Chunk, embed_text
 from knowledge.chunkstore import ChunkStore
 from knowledge.lexical import LexicalIndex
 from knowledge.manifest import FileRecord, Manifest
@@ -83,6 +83,26 @@ class KnowledgeDB:
         return self.chunks.by_id(ids)
 
     @_locked
+    def stored_ids(self, kb: str) -> set[str]:
+        return self.chunks.stored_ids(kb)
+
+    @_locked
+    def stored_by_digest(self, kb: str, digests: Iterable[str], exclude_paths: set[str]) -> dict[str, str]:
+        return self.chunks.stored_by_digest(kb, digests, exclude_paths)
+
+    @_locked
+    def copies_elsewhere(self, kb: str, path: str) -> dict[str, list[tuple[str, str]]]:
+        return self.chunks.copies_elsewhere(kb, path)
+
+    @_locked
+    def copies_of(self, ids: Iterable[str]) -> dict[str, list[dict]]:
+        return self.chunks.copies_of(ids)
+
+    @_locked
+    def dangling(self, kb: str) -> set[str]:
+        return self.chunks.dangling(kb)
+
+    @_locked
     def chunks_in_order(self, kb: str) -> list[dict]:
         return self.chunks.in_order(kb)
 
@@ -102,19 +122,28 @@ class KnowledgeDB:
             self.manifest.journal(kb, rec, new_ids)
 
     @_locked
-    def commit_file(self, kb: str, rec: FileRecord, chunks: list[Chunk], ids: list[str]) -> None:
-        """After the vector store write: chunk rows, lexical rows and the manifest entry, atomically."""
+    def commit_file(self, kb: str, rec: FileRecord, chunks: list[Chunk], ids: list[str],
+                    same_as: list[str | None] | None = None, promote: dict[str, str] | None = None) -> None:
+        """After the vector store write: chunk rows, lexical rows and the manifest entry, atomically.
+
+        `same_as[i]` names the stored copy of chunk i (None: it is stored itself, and indexed);
+        `promote` hands each dropped stored row that other files point to over to an heir.
+        """
+        same_as = same_as or [None] * len(chunks)
         with self.conn:
             self._drop_chunks(kb, rec.path)
-            rowids = self.chunks.add(kb, rec.path, ids, chunks)
-            self.lexical.add(zip(rowids, (c.embed_text for c in chunks), strict=True))
+            rowids = self.chunks.add(kb, rec.path, ids, chunks, same_as)
+            self.lexical.add((r, c.embed_text) for r, c, same in zip(rowids, chunks, same_as, strict=True)
+                             if same is None)
+            self._promote(promote)
             self.manifest.upsert(kb, rec, ids, status="done", error=None)
 
     @_locked
-    def record_failure(self, kb: str, rec: FileRecord, error: str) -> None:
+    def record_failure(self, kb: str, rec: FileRecord, error: str, promote: dict[str, str] | None = None) -> None:
         """A file that could not be loaded: no chunks, the reason kept for `docs list`."""
         with self.conn:
             self._drop_chunks(kb, rec.path)
+            self._promote(promote)
             self.manifest.upsert(kb, rec, [], status="failed", error=error)
 
     @_locked
@@ -123,9 +152,10 @@ class KnowledgeDB:
             self.manifest.touch(kb, path, mtime)
 
     @_locked
-    def remove_file(self, kb: str, path: str) -> None:
+    def remove_file(self, kb: str, path: str, promote: dict[str, str] | None = None) -> None:
         with self.conn:
             self._drop_chunks(kb, path)
+            self._promote(promote)
             self.manifest.delete(kb, path)
 
     @_locked
@@ -141,6 +171,13 @@ class KnowledgeDB:
 
     def _drop_chunks(self, kb: str, path: str) -> None:
         self.lexical.delete(self.chunks.delete_file(kb, path))
+
+    def _promote(self, promote: dict[str, str] | None) -> None:
+        for old, heir in (promote or {}).items():
+            rowid = self.chunks.promote(old, heir)
+            if rowid is not None:  # a copy became the stored row: it is searched lexically from now on
+                row = self.chunks.by_id([heir])[heir]
+                self.lexical.add([(rowid, embed_text(row["title"], row["heading"], row["text"]))])
 
     # -- meta ----------------------------------------------------------------------------
     @_locked

@@ -16,7 +16,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from knowledge import shared
 from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
+from knowledge.chunkstore import digest
 from knowledge.errors import IndexWriteError, KnowledgeError, LoaderError
 from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
@@ -41,6 +45,11 @@ class _Job:
     status: str
     future: Future | None = None
     dropped: int = 0  # chunks left out as repeats
+
+
+@dataclass
+class _Failed:
+    reason: str
 
 
 def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
@@ -79,9 +88,8 @@ def _remove_deleted(kb: KnowledgeBase, known: dict[str, FileRecord], seen: set[s
                                          "came from it: kept (unmounted share?); remove them with "
                                          "`appliance docs remove`"))
         return
-    for path, rec in gone.items():
-        kb.store.delete(rec.chunk_ids)
-        kb.db.remove_file(kb.cfg.name, path)
+    for rec in gone.values():
+        shared.remove(kb, rec)
         report.results.append(FileResult(rec.source, "removed", len(rec.chunk_ids)))
 
 
@@ -119,6 +127,8 @@ def _run(kb: KnowledgeBase, jobs: list[_Job], pool: ThreadPoolExecutor, report: 
         if i + ahead < len(jobs):
             jobs[i + ahead].future = pool.submit(_prepare, kb, jobs[i + ahead])
         outcome = job.future.result()
+        if isinstance(outcome, _Failed):
+            outcome = _fail(kb, job.rec, outcome.reason)
         if isinstance(outcome, FileResult):
             report.results.append(outcome)
             progress.file_done(outcome)
@@ -133,15 +143,16 @@ def _run(kb: KnowledgeBase, jobs: list[_Job], pool: ThreadPoolExecutor, report: 
     _flush(kb, group, report, progress)
 
 
-def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | FileResult:
-    """Worker thread: read, hash, detect unchanged content, load and chunk one file."""
+def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | FileResult | _Failed:
+    """Worker thread: read, hash, detect unchanged content, load and chunk one file. A failure is
+    returned, not written: the main thread owns index writes (a failed file hands over what it shares)."""
     rec, t0 = job.rec, time.perf_counter()
     try:
         raw = Path(rec.path).read_bytes()
     except PermissionError:
-        return _fail(kb, rec, "permission denied")
+        return _Failed("permission denied")
     except OSError as e:
-        return _fail(kb, rec, f"unreadable ({e.strerror or e})")
+        return _Failed(f"unreadable ({e.strerror or e})")
     rec.sha256 = hashlib.sha256(raw).hexdigest()
     old = kb.db.file(kb.cfg.name, rec.path)
     if old and old.sha256 == rec.sha256 and old.status == "done":
@@ -150,21 +161,20 @@ def _prepare(kb: KnowledgeBase, job: _Job) -> tuple[list[Chunk], int, dict] | Fi
     try:
         doc = load(Path(rec.path), raw)
     except LoaderError as e:
-        return _fail(kb, rec, str(e))
+        return _Failed(str(e))
     except Exception as e:  # noqa: BLE001 - a parser bug must cost one file, not the run
-        return _fail(kb, rec, f"could not parse ({type(e).__name__}: {str(e)[:100]})")
+        return _Failed(f"could not parse ({type(e).__name__}: {str(e)[:100]})")
     rec.kind = doc.kind
     t1 = time.perf_counter()
     chunks, job.dropped = dedupe_chunks(chunk_document(doc, rec.source, kb.count_tokens, kb.chunk_budget,
                                                        kb.cfg.chunk_overlap))
     if not chunks:
-        return _fail(kb, rec, "no text found")
+        return _Failed("no text found")
     return chunks, len(raw), {"parse": t1 - t0, "chunk": time.perf_counter() - t1}
 
 
 def _fail(kb: KnowledgeBase, rec: FileRecord, reason: str) -> FileResult:
-    kb.store.delete(rec.chunk_ids)  # a file that became unreadable leaves the index
-    kb.db.record_failure(kb.cfg.name, rec, reason)
+    shared.remove(kb, rec, failure=reason)  # a file that became unreadable leaves the index
     return FileResult(rec.source, "failed", 0, reason)
 
 
@@ -172,23 +182,31 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
            progress: Progress) -> None:
     if not group:
         return
+    ids = [[chunk_id(job.rec.path, c) for c in chunks] for job, chunks in group]
+    same_as = shared.assign(kb, [(job.rec.path, chunks, i) for (job, chunks), i in zip(group, ids, strict=True)])
     t0 = time.perf_counter()
-    vectors = kb.embedder.encode([c.embed_text for _, chunks in group for c in chunks])
+    stored = [c.embed_text for (_, chunks), same in zip(group, same_as, strict=True)
+              for c, s in zip(chunks, same, strict=True) if s is None]
+    vectors = kb.embedder.encode(stored) if stored else np.zeros((0, 1), dtype=np.float32)
     report.timings["embed"] += time.perf_counter() - t0
-    progress.chunks_embedded(len(vectors))
+    progress.chunks_embedded(sum(len(c) for _, c in group))
     t1, offset = time.perf_counter(), 0
-    for job, chunks in group:
-        ids = [chunk_id(job.rec.path, c) for c in chunks]
-        part = vectors[offset:offset + len(chunks)]
-        offset += len(chunks)
+    for (job, chunks), file_ids, same in zip(group, ids, same_as, strict=True):
+        keep = [s is None for s in same]
+        part = vectors[offset:offset + sum(keep)]
+        offset += sum(keep)
         try:
-            kb.db.begin_write(kb.cfg.name, job.rec, ids)
-            kb.store.delete(sorted(set(job.rec.chunk_ids) - set(ids)))
-            kb.store.upsert(ids, chunks, part)
-            kb.db.commit_file(kb.cfg.name, job.rec, chunks, ids)
+            kb.db.begin_write(kb.cfg.name, job.rec, file_ids)
+            kb.store.upsert([i for i, k in zip(file_ids, keep, strict=True) if k],
+                            [c for c, k in zip(chunks, keep, strict=True) if k], part)
+            promote = shared.handover(kb, job.rec.path, [(i, digest(c.heading, c.text), s) for i, c, s
+                                                         in zip(file_ids, chunks, same, strict=True)])
+            kb.db.commit_file(kb.cfg.name, job.rec, chunks, file_ids, same, promote)
+            kb.store.delete(sorted(set(job.rec.chunk_ids) - {i for i, k in zip(file_ids, keep, strict=True) if k}))
         except Exception as e:  # noqa: BLE001 - SQLite, the vector store and the OS each raise their own
             raise write_error(kb, report, e) from e
-        result = FileResult(job.rec.source, job.status, len(chunks), deduplicated=job.dropped)
+        result = FileResult(job.rec.source, job.status, len(chunks), deduplicated=job.dropped,
+                            shared=len(chunks) - sum(keep))
         report.results.append(result)
         progress.file_done(result)
     report.timings["store"] += time.perf_counter() - t1

@@ -1,4 +1,6 @@
-"""Is the index whole? Vector store ids = chunk rows = the manifest's ids, with no journal left.
+"""Is the index whole? Vector store ids = stored chunk rows (a passage several files share is stored
+once, the other rows name it: see `knowledge.shared`), chunk rows = the manifest's ids, every copy's
+stored row present, and no journal left.
 
 Every writer keeps these three equal (ingest journals ids before writing vectors); a `kill -9` can
 leave journalled vectors or orphans behind, which `repair` removes. The server repairs at start,
@@ -35,7 +37,8 @@ def check(kb: KnowledgeBase) -> IndexCheck:
     stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
     manifest = [i for r in files if r.status == "done" for i in r.chunk_ids]
     journalled = sum(1 for r in files if r.pending_ids is not None)
-    ok = stored == listed == set(manifest) and len(manifest) == len(set(manifest)) and not journalled
+    ok = (stored == kb.db.stored_ids(name) and listed == set(manifest) and len(manifest) == len(set(manifest))
+          and not journalled and not kb.db.dangling(name))
     return IndexCheck(len(stored), len(listed), len(manifest), journalled, ok)
 
 
@@ -47,13 +50,14 @@ def repair(kb: KnowledgeBase) -> int:
             kb.store.delete(sorted(set(rec.pending_ids) - set(rec.chunk_ids)))
             kb.db.invalidate(name, rec.path)
             fixed += 1
-    if kb.store.count() != kb.db.chunk_count(name):
-        stored, listed = kb.store.all_ids(), kb.db.chunk_ids(name)
+    listed, stale = kb.db.stored_ids(name), kb.db.dangling(name)
+    if kb.store.count() != len(listed):  # listing every vector id is slow on a large index: only when needed
+        stored = kb.store.all_ids()
         orphans = stored - listed
         kb.store.delete(sorted(orphans))
         fixed += len(orphans)
-        missing = listed - stored
-        for path in {m["path"] for m in kb.db.chunks_by_id(missing).values()}:
-            kb.db.invalidate(name, path)
-            fixed += 1
+        stale |= {m["path"] for m in kb.db.chunks_by_id(listed - stored).values()}
+    for path in stale:  # a row without its vector, or a copy whose stored row is gone: read the file again
+        kb.db.invalidate(name, path)
+        fixed += 1
     return fixed

@@ -19,6 +19,7 @@ class FileResult:
     chunks: int = 0
     reason: str = ""
     deduplicated: int = 0  # repeated or near-identical chunks of this file left out
+    shared: int = 0  # chunks another file already holds word for word: cited, not stored again
 
 
 @dataclass
@@ -47,6 +48,10 @@ class IngestReport:
         return sum(r.deduplicated for r in self.results)
 
     @property
+    def shared(self) -> int:
+        return sum(r.shared for r in self.results)
+
+    @property
     def problems(self) -> list[FileResult]:
         return [r for r in self.results if r.status in ("failed", "skipped")]
 
@@ -55,7 +60,8 @@ class IngestReport:
         return {"root": self.root, "chunks": self.chunks, "seconds": round(self.timings["total"], 3),
                 "counts": {s: self.count(s) for s in ("new", "changed", "unchanged", "removed", "failed", "skipped")},
                 "problems": [{"source": p.source, "status": p.status, "reason": p.reason} for p in self.problems],
-                "deduplicated": self.deduplicated, "repaired": self.repaired, "unreadable": list(self.unreadable),
+                "deduplicated": self.deduplicated,
+                "shared": self.shared, "repaired": self.repaired, "unreadable": list(self.unreadable),
                 "ignored": dict(self.ignored.most_common(6))}
 
 

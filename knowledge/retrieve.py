@@ -67,9 +67,9 @@ class Retriever:
         w_dense = (cfg.cjk_dense_weight if is_cjk_text(query) else cfg.dense_weight) if mode == "hybrid" else 1.0
         dense_ids, lexical_ids = [h.id for h in dense], [c for c, _ in lexical]
         rows = self.kb.db.chunks_by_id(dense_ids + lexical_ids)
+        copies = self.kb.db.copies_of(rows)  # the same passage in other files: stored once, cited for each
         if path_prefix:
-            prefix = path_prefix.strip("/")
-            rows = {c: r for c, r in rows.items() if under(r["source"], prefix)}
+            rows = _within(rows, copies, path_prefix.strip("/"))
         passage = nearcopy.fold(_interleave(dense_ids, lexical_ids, rows), {c: r["text"] for c, r in rows.items()})
         fused: dict[str, float] = {}
         for weight, ids in ((w_dense, dense_ids), (1.0, lexical_ids)):
@@ -79,7 +79,8 @@ class Retriever:
             # 0.749 -> 0.769, Chinese 0.750 -> 0.766).
             for rank, rep in enumerate(dict.fromkeys(c for c in ids if passage.get(c) == c)):
                 fused[rep] = fused.get(rep, 0.0) + weight / (RRF_K + rank + 1)
-        order = _diverse(sorted(fused, key=fused.__getitem__, reverse=True), passage, rows, self.kb.cfg.max_per_file)
+        order = _diverse(sorted(fused, key=fused.__getitem__, reverse=True), passage, rows, copies,
+                         self.kb.cfg.max_per_file)
         sims = {h.id: h.similarity for h in dense}
         top = [c for c, _ in order[: max(k, 20) if self._reranker else k]]
         also = dict(order)
@@ -120,7 +121,17 @@ def _interleave(dense: list[str], lexical: list[str], rows: dict[str, dict]) -> 
     return list(out)
 
 
-def _diverse(order: list[str], passage: dict[str, str], rows: dict[str, dict],
+def _within(rows: dict[str, dict], copies: dict[str, list[dict]], prefix: str) -> dict[str, dict]:
+    """Rows whose passage lies under `prefix`, each shown as a copy there when its stored row is not."""
+    out = {}
+    for cid, row in rows.items():
+        inside = [r for r in (row, *copies.get(cid, [])) if under(r["source"], prefix)]
+        if inside:
+            out[cid] = inside[0]
+    return out
+
+
+def _diverse(order: list[str], passage: dict[str, str], rows: dict[str, dict], shared: dict[str, list[dict]],
              max_per_file: int) -> list[tuple[str, list[str]]]:
     """Best-first passages, each file capped, each with the other files that hold a copy of it.
 
@@ -131,9 +142,9 @@ def _diverse(order: list[str], passage: dict[str, str], rows: dict[str, dict],
     """
     copies: dict[str, list[str]] = {}
     for cid, rep in passage.items():
-        source = rows[cid]["source"]
-        if source != rows[rep]["source"] and source not in copies.setdefault(rep, []):
-            copies[rep].append(source)
+        for source in [rows[cid]["source"]] + [r["source"] for r in shared.get(cid, [])]:
+            if source != rows[rep]["source"] and source not in copies.setdefault(rep, []):
+                copies[rep].append(source)
     out: list[tuple[str, list[str]]] = []
     per_file: dict[str, int] = {}
     for cid in order:

@@ -37,7 +37,8 @@ def render_report(report: IngestReport) -> str:
     lines = [f"**{report.count('new')} new, {report.count('changed')} changed, {report.count('unchanged')} unchanged, "
              f"{report.count('removed')} removed, {report.count('failed')} failed** — {report.chunks} chunks in "
              f"{report.timings['total']:.1f}s" + (f" ({report.deduplicated} repeated chunks left out)"
-                                                  if report.deduplicated else "")]
+                                                  if report.deduplicated else "")
+             + (f" ({report.shared} chunks shared with other files, stored once)" if report.shared else "")]
     if report.problems:
         lines += ["", "| file | status | reason |", "|---|---|---|"]
         lines += [f"| {r.source} | {r.status} | {r.reason} |" for r in report.problems]

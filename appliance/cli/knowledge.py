@@ -134,6 +134,8 @@ def print_report(report: dict) -> None:
         ", ".join(f"{counts[s]} {s}" for s in ("new", "changed", "unchanged", "removed", "failed", "skipped"))
         + f"; {report['chunks']} chunks in {report['seconds']:.1f}s"
         + (f"; {report['deduplicated']} repeated chunks left out" if report["deduplicated"] else "")
+        + (f"; {report['shared']} chunks already held by another file (stored once, every copy cited)"
+           if report["shared"] else "")
         + (f"; ignored types: {ignored}" if ignored else "")
         + (f"; repaired {report['repaired']} leftovers of an interrupted run" if report["repaired"] else ""))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from appliance.locks import WriterLock
+from knowledge import shared
 from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.ingest import ingest
 from knowledge.integrity import repair
@@ -102,8 +103,7 @@ class DocumentsService:
             if not matches:
                 raise KnowledgeError(f"no indexed document {ref!r} (see appliance docs list)")
             for rec in matches:
-                self.kb.store.delete(rec.chunk_ids)
-                self.kb.db.remove_file(self.kb.cfg.name, rec.path)
+                shared.remove(self.kb, rec)
                 if Path(rec.root) == self.uploads_dir.resolve():
                     Path(rec.path).unlink(missing_ok=True)
         return matches
