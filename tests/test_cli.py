@@ -104,3 +104,18 @@ def test_summarize_and_ask_about_one_document(data_dir, sample_docs):
     assert r.exit_code == 0 and "[1] en/getting-started.md" in r.output, r.output
     r = runner.invoke(app, ["summarize", "no-such-file.md"])
     assert r.exit_code == 1 and "no indexed document" in r.output and "Traceback" not in r.output
+
+
+def test_search_names_every_file_holding_a_copied_passage(data_dir, tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "old [2019]").mkdir(parents=True)
+    for name in ("notes.md", "old [2019]/notes.md"):
+        (docs / name).write_text("# Deploys\n\nTeam C deploys on Wednesdays after the review.\n")
+    ingested = runner.invoke(app, ["ingest", str(docs)], env={"COLUMNS": "200"})
+    assert ingested.exit_code == 0 and "1 chunks already held by another file" in ingested.output, ingested.output
+    shown = runner.invoke(app, ["search", "which day does team C deploy", "-k", "1"], env={"COLUMNS": "200"})
+    assert "also in: old [2019]/notes.md" in shown.output, shown.output
+    import json
+
+    hit = json.loads(runner.invoke(app, ["search", "which day does team C deploy", "-k", "1", "--json"]).output)[0]
+    assert {hit["source"], *hit["also_in"]} == {"notes.md", "old [2019]/notes.md"}

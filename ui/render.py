@@ -29,8 +29,18 @@ def render_sources(citations: list[dict], covered: bool, request: gr.Request | N
                 f"rel='noopener'>{escape(say(request, 'open_source'))}</a>")
         passage = escape(c.get("text") or c.get("snippet", ""))
         items.append(f"<details class='citation'><summary>[{c['n']}] {where}</summary>{heading}"
-                     f"<blockquote><mark>{passage}</mark></blockquote>{link}</details>")
+                     f"<blockquote><mark>{passage}</mark></blockquote>{link}{_also_in(c, request)}</details>")
     return head + "".join(items)
+
+
+def _also_in(citation: dict, request: gr.Request | None) -> str:
+    """The other files holding the same passage (a copy, another format), each a link."""
+    others = citation.get("also_in") or []
+    if not others:
+        return ""
+    links = ", ".join(f"<a href='{escape(source_url(s))}' target='_blank' rel='noopener'>{escape(s)}</a>"
+                      for s in others)
+    return f"<p class='also-in'>{escape(say(request, 'also_in'))} {links}</p>"
 
 
 def render_report(report: IngestReport) -> str:

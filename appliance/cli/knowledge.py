@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -180,13 +181,16 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
     hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path)
     if as_json:
         print(json.dumps([{"source": h.source, "page": h.page, "heading": h.heading, "score": h.score,
-                           "similarity": h.similarity, "text": h.text} for h in hits], ensure_ascii=False))
+                           "similarity": h.similarity, "text": h.text, "also_in": h.also_in} for h in hits],
+                         ensure_ascii=False))
         return
     for n, h in enumerate(hits, start=1):
         where = h.source + (f" p.{h.page}" if h.page else "") + (f" § {h.heading}" if h.heading else "")
         console.print(f"[bold][{n}][/] {where}  [dim]score {h.score:.4f} sim {h.similarity:.2f}[/]")
         console.print("    " + h.text[:300].replace("\n", " ") + ("…" if len(h.text) > 300 else ""),
                       highlight=False)
+        if h.also_in:
+            console.print("    [dim]also in: " + escape(", ".join(h.also_in)) + "[/]", highlight=False)
 
 
 @eval_app.command("retrieval")
