@@ -8,9 +8,12 @@ keeps its source, page, heading path and character offsets into the document tex
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from knowledge.loaders.base import Document
 
@@ -41,11 +44,26 @@ class Chunk:
         """What gets embedded and lexically indexed: the text with its title and headings."""
         return embed_text(self.title, self.heading, self.text)
 
+    @cached_property
+    def digest(self) -> str:
+        """Which stored passage this chunk is (see `passage_digest`); computed once per chunk."""
+        return passage_digest(self.heading, self.text)
+
 
 def embed_text(title: str, heading: str, text: str) -> str:
     """A chunk's text prefixed by its title and heading path (also used to rebuild the lexical index)."""
     context = " / ".join(p for p in (title, heading) if p)
     return f"{context}\n{text}" if context else text
+
+
+def passage_digest(heading: str, text: str) -> str:
+    """What makes two chunks the same stored passage: heading path and text, white space folded, case
+    ignored. The heading counts because it is embedded and indexed with the text: measured on the dev
+    corpus, sharing by text alone stored the DOCX conversion's heading-less rows in place of the HTML
+    manual's and cut English MRR from 0.742 to 0.713 (the same text under other headings stays a
+    separate row, and search folds it as a near-copy)."""
+    norm = " ".join(unicodedata.normalize("NFKC", f"{heading}\n{text}").casefold().split())
+    return hashlib.sha1(norm.encode()).hexdigest()
 
 
 @dataclass

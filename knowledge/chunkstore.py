@@ -10,12 +10,10 @@ stored copy in `same_as` (see `knowledge.shared`).
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-import unicodedata
 from collections.abc import Iterable
 
-from knowledge.chunking import Chunk
+from knowledge.chunking import Chunk, passage_digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -30,16 +28,6 @@ CREATE INDEX IF NOT EXISTS chunks_same_as ON chunks (same_as) WHERE same_as IS N
 """
 
 
-def digest(heading: str, text: str) -> str:
-    """What makes two chunks the same stored passage: heading path and text, white space folded, case
-    ignored. The heading counts because it is embedded and indexed with the text: measured on the dev
-    corpus, sharing by text alone stored the DOCX conversion's heading-less rows in place of the HTML
-    manual's and cut English MRR from 0.742 to 0.713 (the same text under other headings stays a
-    separate row, and search folds it as a near-copy)."""
-    norm = " ".join(unicodedata.normalize("NFKC", f"{heading}\n{text}").casefold().split())
-    return hashlib.sha1(norm.encode()).hexdigest()
-
-
 class ChunkStore:
     """The `chunks` table. Callers own the transaction (and the connection's lock)."""
 
@@ -52,7 +40,7 @@ class ChunkStore:
             conn.execute("ALTER TABLE chunks ADD COLUMN same_as TEXT")
             rows = conn.execute("SELECT rowid, heading, text FROM chunks").fetchall()
             conn.executemany("UPDATE chunks SET digest = ? WHERE rowid = ?",
-                             [(digest(h or "", t), r) for r, h, t in rows])
+                             [(passage_digest(h or "", t), r) for r, h, t in rows])
         conn.executescript(_SHARED_INDEXES)
 
     def add(self, kb: str, path: str, ids: list[str], chunks: list[Chunk],
@@ -64,8 +52,7 @@ class ChunkStore:
             cur = self.conn.execute(
                 'INSERT OR REPLACE INTO chunks (id, kb, path, source, page, heading, title, text, start, "end",'
                 " digest, same_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (i, kb, path, c.source, c.page, c.heading, c.title, c.text, c.start, c.end, digest(c.heading, c.text),
-                 same))
+                (i, kb, path, c.source, c.page, c.heading, c.title, c.text, c.start, c.end, c.digest, same))
             rowids.append(cur.lastrowid)
         return rowids
 

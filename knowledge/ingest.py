@@ -20,7 +20,6 @@ import numpy as np
 
 from knowledge import shared
 from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
-from knowledge.chunkstore import digest
 from knowledge.errors import IndexWriteError, KnowledgeError, LoaderError
 from knowledge.integrity import repair
 from knowledge.kb import KnowledgeBase
@@ -192,21 +191,21 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
     progress.chunks_embedded(sum(len(c) for _, c in group))
     t1, offset = time.perf_counter(), 0
     for (job, chunks), file_ids, same in zip(group, ids, same_as, strict=True):
-        keep = [s is None for s in same]
-        part = vectors[offset:offset + sum(keep)]
-        offset += sum(keep)
+        kept = [(i, c) for i, c, s in zip(file_ids, chunks, same, strict=True) if s is None]
+        kept_ids = [i for i, _ in kept]
+        part = vectors[offset:offset + len(kept)]
+        offset += len(kept)
         try:
             kb.db.begin_write(kb.cfg.name, job.rec, file_ids)
-            kb.store.upsert([i for i, k in zip(file_ids, keep, strict=True) if k],
-                            [c for c, k in zip(chunks, keep, strict=True) if k], part)
-            promote = shared.handover(kb, job.rec.path, [(i, digest(c.heading, c.text), s) for i, c, s
+            kb.store.upsert(kept_ids, [c for _, c in kept], part)
+            promote = shared.handover(kb, job.rec.path, [(i, c.digest, s) for i, c, s
                                                          in zip(file_ids, chunks, same, strict=True)])
             kb.db.commit_file(kb.cfg.name, job.rec, chunks, file_ids, same, promote)
-            kb.store.delete(sorted(set(job.rec.chunk_ids) - {i for i, k in zip(file_ids, keep, strict=True) if k}))
+            kb.store.delete(sorted(set(job.rec.chunk_ids) - set(kept_ids)))
         except Exception as e:  # noqa: BLE001 - SQLite, the vector store and the OS each raise their own
             raise write_error(kb, report, e) from e
         result = FileResult(job.rec.source, job.status, len(chunks), deduplicated=job.dropped,
-                            shared=len(chunks) - sum(keep))
+                            shared=len(chunks) - len(kept))
         report.results.append(result)
         progress.file_done(result)
     report.timings["store"] += time.perf_counter() - t1

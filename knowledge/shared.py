@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from knowledge.chunking import Chunk
-from knowledge.chunkstore import digest
 from knowledge.kb import KnowledgeBase
 from knowledge.manifest import FileRecord
 
@@ -24,7 +23,7 @@ from knowledge.manifest import FileRecord
 def assign(kb: KnowledgeBase, group: list[tuple[str, list[Chunk], list[str]]]) -> list[list[str | None]]:
     """For each (path, chunks, ids) of `group`: per chunk, None (embed and store it) or the id of the
     stored row it repeats. Stored rows of the files in `group` are not reused: they are being rewritten."""
-    digests = [[digest(c.heading, c.text) for c in chunks] for _, chunks, _ in group]
+    digests = [[c.digest for c in chunks] for _, chunks, _ in group]
     found = kb.db.stored_by_digest(kb.cfg.name, [d for ds in digests for d in ds], {p for p, _, _ in group})
     out: list[list[str | None]] = []
     for (_, _, ids), ds in zip(group, digests, strict=True):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
-from knowledge.chunkstore import digest
+from knowledge.chunking import passage_digest
 from knowledge.db import KnowledgeDB
 from knowledge.ingest import ingest
 from knowledge.integrity import check, repair
@@ -97,7 +97,7 @@ def test_an_index_from_before_shared_passages_gains_the_columns(tmp_path):
     conn.close()
     db = KnowledgeDB(path)
     assert db.stored_ids("default") == {"c1"}
-    key = digest("", "same text")
+    key = passage_digest("", "same text")
     assert db.stored_by_digest("default", [key], set()) == {key: "c1"}
     db.close()
 

@@ -25,8 +25,7 @@ def render_sources(citations: list[dict], covered: bool, request: gr.Request | N
     for c in citations:
         where = escape(c["source"]) + (", " + escape(say(request, "page_n", n=c["page"])) if c.get("page") else "")
         heading = f"<br><i>{escape(c['heading'])}</i>" if c.get("heading") else ""
-        link = (f"<a class='open-source' href='{escape(source_url(c['source'], c.get('page')))}' target='_blank' "
-                f"rel='noopener'>{escape(say(request, 'open_source'))}</a>")
+        link = _link(source_url(c["source"], c.get("page")), say(request, "open_source"), "open-source")
         passage = escape(c.get("text") or c.get("snippet", ""))
         items.append(f"<details class='citation'><summary>[{c['n']}] {where}</summary>{heading}"
                      f"<blockquote><mark>{passage}</mark></blockquote>{link}{_also_in(c, request)}</details>")
@@ -38,9 +37,14 @@ def _also_in(citation: dict, request: gr.Request | None) -> str:
     others = citation.get("also_in") or []
     if not others:
         return ""
-    links = ", ".join(f"<a href='{escape(source_url(s))}' target='_blank' rel='noopener'>{escape(s)}</a>"
-                      for s in others)
+    links = ", ".join(_link(source_url(s), s) for s in others)
     return f"<p class='also-in'>{escape(say(request, 'also_in'))} {links}</p>"
+
+
+def _link(href: str, label: str, css_class: str = "") -> str:
+    """A link to a served document, opened in a new tab; `href` and `label` escaped."""
+    cls = f"class='{css_class}' " if css_class else ""
+    return f"<a {cls}href='{escape(href)}' target='_blank' rel='noopener'>{escape(label)}</a>"
 
 
 def render_report(report: IngestReport) -> str:
