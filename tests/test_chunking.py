@@ -70,3 +70,19 @@ def test_two_megabyte_line_with_the_real_tokenizer(embedder):
                             max_tokens=200, overlap=20)
     assert max(embedder.count_tokens_batch([c.text for c in chunks])) <= 200
     assert "".join(c.text.replace(" ", "") for c in chunks).count("report") >= 300_000
+
+
+def test_a_section_just_over_budget_splits_evenly_not_into_a_stub():
+    # 22 sentences of 12 tokens (264) under a 200-token budget: filling greedily would give 192 + 72;
+    # the section's last sentences must keep the company of the ones before them.
+    text = " ".join(f"Fact {i:02d} holds." for i in range(22))
+    chunks = chunk_document(Document([Section(text)]), "s.txt", count_chars, max_tokens=200, overlap=0)
+    sizes = [count_chars([c.text])[0] for c in chunks]
+    assert len(chunks) == 2 and max(sizes) <= 200
+    assert min(sizes) >= 100, sizes
+
+
+def test_a_section_that_fits_stays_one_chunk():
+    text = " ".join(f"Fact {i:02d} holds." for i in range(15))
+    chunks = chunk_document(Document([Section(text)]), "s.txt", count_chars, max_tokens=200, overlap=20)
+    assert len(chunks) == 1
