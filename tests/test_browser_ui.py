@@ -145,6 +145,10 @@ def _metric(server, name: str) -> float:
     return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), 0.0)
 
 
+def _ended(server) -> float:
+    return sum(_metric(server, f'appliance_requests_total{{reason="{r}"}}') for r in ("stop", "length"))
+
+
 @pytest.mark.parametrize("how", ["stop button", "closing the tab"])
 def test_stopping_an_answer_frees_the_engine(browser, server, how):
     """Stop (or closing the tab) cancels the generation in the engine and frees its KV cells."""
@@ -155,13 +159,17 @@ def test_stopping_an_answer_frees_the_engine(browser, server, how):
                            "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 20; }", timeout=120_000)
     if _metric(server, "appliance_running") < 1:
         pytest.skip("the answer ended before it could be stopped")  # not expected with 512 tokens allowed
-    cancelled = _metric(server, 'appliance_requests_total{reason="cancelled"}')
+    cancelled, ended = _metric(server, 'appliance_requests_total{reason="cancelled"}'), _ended(server)
     page.click("#stop") if how == "stop button" else ctx.close()
     deadline = time.monotonic() + 30
     while _metric(server, "appliance_running") > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _metric(server, "appliance_running") == 0
-    assert _metric(server, 'appliance_requests_total{reason="cancelled"}') == cancelled + 1  # cancelled, not ended
+    now_cancelled = _metric(server, 'appliance_requests_total{reason="cancelled"}')
+    if now_cancelled == cancelled and _ended(server) == ended + 1:
+        # The answer reached its end between the check above and the click: nothing left to stop.
+        pytest.skip("the answer ended before the stop arrived")
+    assert now_cancelled == cancelled + 1  # cancelled, not ended
     assert _metric(server, "appliance_kv_cells_used") == _metric(server, "appliance_kv_cells_cached")  # none live
     if how == "stop button":
         ctx.close()
