@@ -1,10 +1,13 @@
 """`appliance bench` against a short run of a real server: 2 users, 2 requests each."""
 
 import json
+import subprocess
 
 from typer.testing import CliRunner
 
 from appliance.cli import app
+
+from .conftest import ROOT, venv_python
 
 
 def test_bench_short_run_writes_consistent_report(data_dir, tmp_path):
@@ -64,3 +67,15 @@ def test_ladder_source_rung_serves_the_unquantized_model_first(chat_model_path):
     assert name == "source Q4_1, sequential"  # the label reads the file's own quantization
     assert env["APPLIANCE_CHAT_MODEL"] == str(chat_model_path)
     assert env["APPLIANCE_ENGINE__CONTINUOUS_BATCHING"] == "false" and rungs[1:] == RUNGS
+
+
+def test_kv_occupancy_script_measures_both_cases(data_dir, tmp_path):
+    script = ROOT / "scripts" / "bench_kv_occupancy.py"
+    done = subprocess.run([venv_python(), str(script), "--filler", "512", "--repeat", "1", "--json",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["filler_cells"] for r in result["rows"]] == [0, 512]
+    for row in result["rows"]:
+        assert row["fresh_tok_s"] > 0 and row["burst_tok_s"] > 0 and row["decode_ms"] > 0
+    assert json.loads((tmp_path / "kv-occupancy.json").read_text()) == result
