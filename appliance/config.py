@@ -120,7 +120,7 @@ class KnowledgeSettings(_Section):
     candidates: int = Field(40, ge=5, description="Candidates taken from each of dense and lexical search.")
     dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense ranks against lexical "
                                 "ones (weight 1) for other questions.")
-    cjk_dense_weight: float = Field(0.1, ge=0, le=1, description="Weight of dense ranks for Chinese "
+    cjk_dense_weight: float = Field(0.05, ge=0, le=1, description="Weight of dense ranks for Chinese "
                                     "questions (the default embedder is English-only).")
     rerank_model: str = Field("", description="Folder of a local cross-encoder for re-ranking; empty = off.")
     max_per_file: int = Field(3, ge=0, description="Most results one file may contribute to a search "

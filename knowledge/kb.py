@@ -21,7 +21,7 @@ class KBConfig:
     embed_batch: int = 64
     candidates: int = 40
     dense_weight: float = 0.5
-    cjk_dense_weight: float = 0.1
+    cjk_dense_weight: float = 0.05
     rerank_model: str = ""
     max_per_file: int = 3
     chroma_url: str = ""  # a Chroma server instead of data/chroma
