@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,7 +42,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
-    cfg = ContextConfig(model_path=_model_path(args.model), n_ctx=max(8192, args.filler + 4096), n_seq_max=32)
+    cfg = replace(_engine_context(args.model), n_ctx=max(8192, args.filler + 4096), n_seq_max=32)
     samples: dict[int, list[dict]] = {0: [], args.filler: []}
     with LlamaRunner(cfg) as runner:
         ids = runner.tokenize("The quick brown fox jumps over the lazy dog. " * 120, add_special=False)
@@ -60,12 +61,15 @@ def main() -> None:
         print(json.dumps(result))
 
 
-def _model_path(spec: str) -> Path:
+def _engine_context(spec: str) -> ContextConfig:
+    """The context the engine settings ask for (threads, offload, KV types, flash attention), as the
+    ceiling measures it, so the two figures compare; the model named by `spec` or the chat model."""
     from appliance.config import load_settings
+    from appliance.engine.engine import context_config
     from appliance.models.registry import ModelRegistry
 
     settings = load_settings()
-    return Path(ModelRegistry(settings.data_path).resolve(spec or settings.chat_model).path)
+    return context_config(settings, Path(ModelRegistry(settings.data_path).resolve(spec or settings.chat_model).path))
 
 
 def _one_round(runner: LlamaRunner, ids: list[int], filler: int) -> dict:
