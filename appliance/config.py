@@ -74,8 +74,9 @@ class EngineSettings(_Section):
                              "empty = prompt lookup. Needs speculative > 0.")
     spec_min_output: int = Field(64, ge=1, description="Requests allowed fewer output tokens than this "
                                  "never speculate (short answers lose).")
-    spec_min_accept: float = Field(0.3, ge=0, le=1, description="A request whose drafts are accepted less "
-                                   "often than this (after 16 drafted tokens) stops speculating.")
+    spec_min_accept: float = Field(0.3, ge=0, le=1, description="A request whose draft tokens, of those "
+                                   "tried (a refused token ends its draft), are accepted less often than "
+                                   "this (after 16 drafted tokens) stops speculating.")
     spec_max_decoders: int = Field(4, ge=1, description="No drafting while more sequences than this decode "
                                    "together: under load the batch is already efficient.")
     tpot_target_ms: float = Field(0, ge=0, description="Time per output token to hold while prompts are "

@@ -186,6 +186,30 @@ def test_draft_length_follows_the_measured_step_cost():
     assert best_k(0.54, 4, 1, {1: 0.0114}.get) == 1         # 2-token steps not measured: try one
 
 
+def test_policy_judges_each_draft_token_given_the_ones_before():
+    """After a refused token the rest of a draft is never tried: the policy's estimate counts only
+    tried tokens, so long drafts that are right until one place are not mistaken for poor ones."""
+    from appliance.engine.speculative import SpecState, draft_length
+
+    cfg = SpecConfig(draft_tokens=4, warmup=8)
+    state = SpecState(draft_tokens=4)
+    for _ in range(4):
+        state.record(4, 3, cfg)          # three right, the fourth refused, every step
+    assert state.accept_rate == 0.75 and state.token_accept == 12 / 16
+    state = SpecState(draft_tokens=4)
+    for _ in range(4):
+        state.record(4, 1, cfg)          # one right, the second refused, the last two never tried
+    assert state.accept_rate == 0.25 and state.token_accept == 0.5
+    state.record(4, 4, cfg)              # a draft kept whole refuses nothing
+    assert state.token_accept == 8 / 12 and state.refused == 4
+    # Steps where one draft token pays at a per-token 0.5, but not at the 0.25 share those drafts left.
+    state = SpecState(draft_tokens=4)
+    for _ in range(4):
+        state.record(4, 1, cfg)
+    step_time = {1: 0.010, 2: 0.013, 3: 0.016, 4: 0.019, 5: 0.022}.get
+    assert draft_length(state, 100, 1, step_time, cfg) == 1
+
+
 def test_a_costly_draft_model_is_not_worth_drafting():
     from appliance.engine.speculative import best_k
 
