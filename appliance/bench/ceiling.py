@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.sequence import BatchItem
+from knowledge.threads import on_own_thread
 
 BATCHES = (1, 2, 4, 8, 16)
 PROMPT = 256      # tokens of the prefill measurement
@@ -56,7 +57,14 @@ class Rates:
 
 
 def measure(ctx: ContextConfig, batches: tuple[int, ...] = BATCHES) -> Rates:
-    """Prefill and decode rates of `ctx`'s model, through a context of its own (freed after)."""
+    """Prefill and decode rates of `ctx`'s model, through a context of its own (freed after), on a
+    thread that ends with the measurement (`knowledge.threads`: otherwise its idle OpenMP team slows
+    every later decode on an engine's thread, and the ceiling would be compared with a handicapped run).
+    """
+    return on_own_thread(lambda: _measure(ctx, batches), name="ceiling")
+
+
+def _measure(ctx: ContextConfig, batches: tuple[int, ...]) -> Rates:
     top = max(batches)
     cfg = ContextConfig(**{**ctx.__dict__, "n_seq_max": max(top, 1),
                            "n_ctx": max(ctx.n_ctx, SHARED + top * (CONTEXT + STEPS + 8), PROMPT * 2)})
