@@ -28,7 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from appliance.engine.llama import ContextConfig, LlamaRunner  # noqa: E402
+from appliance.bench.ceiling import engine_context  # noqa: E402
+from appliance.config import load_settings  # noqa: E402
+from appliance.engine.llama import LlamaRunner  # noqa: E402
 from appliance.engine.sequence import BatchItem  # noqa: E402
 
 PREFIX, OWN, SEQS = 367, 128, 4
@@ -42,7 +44,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
-    cfg = replace(_engine_context(args.model), n_ctx=max(8192, args.filler + 4096), n_seq_max=32)
+    cfg = replace(engine_context(load_settings(), args.model), n_ctx=max(8192, args.filler + 4096), n_seq_max=32)
     samples: dict[int, list[dict]] = {0: [], args.filler: []}
     with LlamaRunner(cfg) as runner:
         ids = runner.tokenize("The quick brown fox jumps over the lazy dog. " * 120, add_special=False)
@@ -59,17 +61,6 @@ def main() -> None:
         print(f"{r['filler_cells']:11d} {r['fresh_tok_s']:18.0f} {r['burst_tok_s']:25.0f} {r['decode_ms']:13.1f}")
     if args.json:
         print(json.dumps(result))
-
-
-def _engine_context(spec: str) -> ContextConfig:
-    """The context the engine settings ask for (threads, offload, KV types, flash attention), as the
-    ceiling measures it, so the two figures compare; the model named by `spec` or the chat model."""
-    from appliance.config import load_settings
-    from appliance.engine.engine import context_config
-    from appliance.models.registry import ModelRegistry
-
-    settings = load_settings()
-    return context_config(settings, Path(ModelRegistry(settings.data_path).resolve(spec or settings.chat_model).path))
 
 
 def _one_round(runner: LlamaRunner, ids: list[int], filler: int) -> dict:

@@ -79,3 +79,14 @@ def test_kv_occupancy_script_measures_both_cases(data_dir, tmp_path):
     for row in result["rows"]:
         assert row["fresh_tok_s"] > 0 and row["burst_tok_s"] > 0 and row["decode_ms"] > 0
     assert json.loads((tmp_path / "kv-occupancy.json").read_text()) == result
+
+
+def test_verify_cost_script_times_each_step_size(data_dir, tmp_path):
+    script = ROOT / "scripts" / "bench_verify_cost.py"
+    done = subprocess.run([venv_python(), str(script), "--rows", "1,3", "--repeat", "2", "--json",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(result["step_ms"]) == {"1", "3"} and all(v > 0 for v in result["step_ms"].values())
+    assert result["relative"]["1"] == 1.0
+    assert json.loads((tmp_path / "verify-cost.json").read_text()) == result

@@ -84,13 +84,20 @@ def _measure(ctx: ContextConfig, batches: tuple[int, ...]) -> Rates:
 
 def measure_for(settings) -> Rates:
     """The rates of the configured chat model with the configured engine settings."""
+    return measure(engine_context(settings))
+
+
+def engine_context(settings, model: str = "") -> ContextConfig:
+    """The llama.cpp context the engine settings ask for (threads, offload, KV types, flash
+    attention) over `model` (registry name or GGUF path; default the chat model), so that the
+    benchmarks measuring parts of a step compare with the ceiling."""
     from pathlib import Path
 
     from appliance.engine.engine import context_config
     from appliance.models.registry import ModelRegistry
 
-    entry = ModelRegistry(settings.data_path).resolve(settings.chat_model)
-    return measure(context_config(settings, Path(entry.path)))
+    entry = ModelRegistry(settings.data_path).resolve(model or settings.chat_model)
+    return context_config(settings, Path(entry.path))
 
 
 def _decode_rate(runner: LlamaRunner, prompt: list[int], batch: int) -> float:
