@@ -18,8 +18,6 @@ Writes bench-out/kv-occupancy.json and prints a table; with --json the last line
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -29,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from appliance.bench.ceiling import engine_context  # noqa: E402
+from appliance.bench.script import emit, step_parser  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.engine.llama import LlamaRunner  # noqa: E402
 from appliance.engine.sequence import BatchItem  # noqa: E402
@@ -37,12 +36,8 @@ PREFIX, OWN, SEQS = 367, 128, 4
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="", help="GGUF path or registry name (default: the chat model)")
+    ap = step_parser(__doc__)
     ap.add_argument("--filler", type=int, default=3072, help="cells of other sequences in the loaded case")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
     cfg = replace(engine_context(load_settings(), args.model), n_ctx=max(8192, args.filler + 4096), n_seq_max=32)
     samples: dict[int, list[dict]] = {0: [], args.filler: []}
@@ -53,14 +48,11 @@ def main() -> None:
                 samples[filler].append(_one_round(runner, ids, filler))
     rows = [{"filler_cells": f, **{k: round(statistics.median(s[k] for s in runs), 1) for k in runs[0]}}
             for f, runs in samples.items()]
-    args.out.mkdir(parents=True, exist_ok=True)
     result = {"model": str(cfg.model_path), "repeat": args.repeat, "rows": rows}
-    (args.out / "kv-occupancy.json").write_text(json.dumps(result, indent=2))
-    print(f"{'other cells':>11} {'fresh chunk tok/s':>18} {'4x128 after prefix tok/s':>25} {'decode x4 ms':>13}")
-    for r in rows:
-        print(f"{r['filler_cells']:11d} {r['fresh_tok_s']:18.0f} {r['burst_tok_s']:25.0f} {r['decode_ms']:13.1f}")
-    if args.json:
-        print(json.dumps(result))
+    emit(args, "kv-occupancy", result,
+         [f"{'other cells':>11} {'fresh chunk tok/s':>18} {'4x128 after prefix tok/s':>25} {'decode x4 ms':>13}"] +
+         [f"{r['filler_cells']:11d} {r['fresh_tok_s']:18.0f} {r['burst_tok_s']:25.0f} {r['decode_ms']:13.1f}"
+          for r in rows])
 
 
 def _one_round(runner: LlamaRunner, ids: list[int], filler: int) -> dict:

@@ -12,8 +12,6 @@ Writes bench-out/verify-cost.json and prints a table; with --json the last line 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -22,19 +20,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from appliance.bench.ceiling import engine_context  # noqa: E402
+from appliance.bench.script import emit, step_parser  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.engine.llama import LlamaRunner  # noqa: E402
 from appliance.engine.sequence import BatchItem  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="", help="GGUF path or registry name (default: the chat model)")
+    ap = step_parser(__doc__)
     ap.add_argument("--rows", default="1,2,3,5,9,17", help="tokens per step to time")
     ap.add_argument("--context", type=int, default=400, help="tokens the sequence holds before the step")
-    ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.set_defaults(repeat=15)
     args = ap.parse_args()
     sizes = [int(n) for n in args.rows.split(",")]
     cfg = engine_context(load_settings(), args.model)
@@ -46,13 +42,8 @@ def main() -> None:
     result = {"model": str(cfg.model_path), "context": args.context, "repeat": args.repeat,
               "step_ms": {str(n): v for n, v in ms.items()},
               "relative": {str(n): round(v / ms[sizes[0]], 2) for n, v in ms.items()}}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "verify-cost.json").write_text(json.dumps(result, indent=2))
-    print(f"{'tokens in the step':>18} {'ms':>8} {'x first':>8}")
-    for n in sizes:
-        print(f"{n:18d} {ms[n]:8.2f} {ms[n] / ms[sizes[0]]:8.2f}")
-    if args.json:
-        print(json.dumps(result))
+    emit(args, "verify-cost", result, [f"{'tokens in the step':>18} {'ms':>8} {'x first':>8}"] +
+         [f"{n:18d} {ms[n]:8.2f} {ms[n] / ms[sizes[0]]:8.2f}" for n in sizes])
 
 
 def _median_step(runner: LlamaRunner, ids: list[int], context: int, n: int, repeat: int) -> float:

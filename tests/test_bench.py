@@ -69,24 +69,24 @@ def test_ladder_source_rung_serves_the_unquantized_model_first(chat_model_path):
     assert env["APPLIANCE_ENGINE__CONTINUOUS_BATCHING"] == "false" and rungs[1:] == RUNGS
 
 
-def test_kv_occupancy_script_measures_both_cases(data_dir, tmp_path):
-    script = ROOT / "scripts" / "bench_kv_occupancy.py"
-    done = subprocess.run([venv_python(), str(script), "--filler", "512", "--repeat", "1", "--json",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+def _step_script(name: str, out, *args: str) -> dict:
+    """Run a step benchmark script with --json; its last line, checked against the file it wrote."""
+    done = subprocess.run([venv_python(), str(ROOT / "scripts" / f"bench_{name.replace('-', '_')}.py"), *args,
+                           "--json", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert json.loads((out / f"{name}.json").read_text()) == result
+    return result
+
+
+def test_kv_occupancy_script_measures_both_cases(data_dir, tmp_path):
+    result = _step_script("kv-occupancy", tmp_path, "--filler", "512", "--repeat", "1")
     assert [r["filler_cells"] for r in result["rows"]] == [0, 512]
     for row in result["rows"]:
         assert row["fresh_tok_s"] > 0 and row["burst_tok_s"] > 0 and row["decode_ms"] > 0
-    assert json.loads((tmp_path / "kv-occupancy.json").read_text()) == result
 
 
 def test_verify_cost_script_times_each_step_size(data_dir, tmp_path):
-    script = ROOT / "scripts" / "bench_verify_cost.py"
-    done = subprocess.run([venv_python(), str(script), "--rows", "1,3", "--repeat", "2", "--json",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _step_script("verify-cost", tmp_path, "--rows", "1,3", "--repeat", "2")
     assert set(result["step_ms"]) == {"1", "3"} and all(v > 0 for v in result["step_ms"].values())
     assert result["relative"]["1"] == 1.0
-    assert json.loads((tmp_path / "verify-cost.json").read_text()) == result

@@ -61,17 +61,32 @@ def _tids() -> set[int]:
     return {int(tid) for tid in os.listdir("/proc/self/task")}
 
 
-def _new_threads(before: set[int], expected: set[int]) -> set[int]:
-    """OS threads started since `before` and still alive, once they are just `expected` (an ended
-    thread's OpenMP team exits just after it), or as they are after a few seconds."""
+def _left_behind(work) -> tuple[object, set[int]]:
+    """Run `work()` on a fresh, long-lived thread (the main one may hold a team from other tests) and
+    return its result and the OS threads it left alive besides itself, counted while it still lives
+    (an ended thread's OpenMP team exits just after it: wait a few seconds for the count to settle)."""
     import time
 
+    done, release, me, out = threading.Event(), threading.Event(), set(), []
+
+    def caller() -> None:
+        me.add(threading.get_native_id())
+        out.append(work())
+        done.set()
+        release.wait(60)
+
+    before = _tids()
+    t = threading.Thread(target=caller)
+    t.start()
+    done.wait(120)
     for _ in range(50):
-        new = _tids() - before
-        if new == expected:
+        left = _tids() - before - me
+        if not left:
             break
         time.sleep(0.1)
-    return new
+    release.set()
+    t.join()
+    return out[0] if out else None, left
 
 
 def test_torch_embedding_leaves_no_openmp_team_on_a_request_thread():
@@ -85,22 +100,8 @@ def test_torch_embedding_leaves_no_openmp_team_on_a_request_thread():
     torch.set_num_threads(2)  # a team of two even on a one-core machine
     emb = Embedder(backend="torch")
     emb.encode(["warm up"])
-    before = _tids()
-    encoded, release, me = threading.Event(), threading.Event(), set()
-
-    def request() -> None:
-        me.add(threading.get_native_id())
-        emb.encode(["How do I keep one package from being upgraded?"] * 4)
-        encoded.set()
-        release.wait(60)
-
-    t = threading.Thread(target=request)
-    t.start()
-    encoded.wait(60)
-    new = _new_threads(before, me)
-    release.set()
-    t.join()
-    assert new == me  # the request thread itself, and nothing it left behind
+    _, left = _left_behind(lambda: emb.encode(["How do I keep one package from being upgraded?"] * 4))
+    assert left == set()  # nothing the request thread's embedding left behind
 
 
 def test_ceiling_measurement_leaves_no_openmp_team_behind(chat_model_path):
@@ -109,22 +110,8 @@ def test_ceiling_measurement_leaves_no_openmp_team_behind(chat_model_path):
     from appliance.bench.ceiling import measure
     from appliance.engine.llama import ContextConfig
 
-    measured, release, counts, me = threading.Event(), threading.Event(), {}, set()
-
-    def caller() -> None:  # a fresh, long-lived thread: the main one may hold a team from other tests
-        me.add(threading.get_native_id())
-        counts["rates"] = measure(cfg, batches=(1,))
-        measured.set()
-        release.wait(60)
-
     cfg = ContextConfig(model_path=chat_model_path, n_ctx=1024, n_threads=2)
     measure(cfg, batches=(1,))  # threads llama.cpp keeps once loaded are not what this counts
-    before = _tids()
-    t = threading.Thread(target=caller)
-    t.start()
-    measured.wait(120)
-    new = _new_threads(before, me)
-    release.set()
-    t.join()
-    assert counts["rates"].decode_tok_s[1] > 0
-    assert new == me  # the caller itself, and no team it kept
+    rates, left = _left_behind(lambda: measure(cfg, batches=(1,)))
+    assert rates.decode_tok_s[1] > 0
+    assert left == set()  # no team the caller kept
