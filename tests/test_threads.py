@@ -115,3 +115,19 @@ def test_ceiling_measurement_leaves_no_openmp_team_behind(chat_model_path):
     rates, left = _left_behind(lambda: measure(cfg, batches=(1,)))
     assert rates.decode_tok_s[1] > 0
     assert left == set()  # no team the caller kept
+
+
+def test_quantize_checks_leave_no_openmp_team_behind(chat_model_path):
+    """`appliance quantize` runs the importance matrix and the quality check in the CLI's process and
+    then times decoding: a team left by either would slow that timing (it did: 71 against 185 tok/s)."""
+    from appliance.quant import imatrix, quality
+
+    windows = [list(range(1000, 1064))]
+    quality.reference(chat_model_path, windows)  # threads llama.cpp keeps once loaded are not what this counts
+
+    def both():
+        return imatrix.compute(chat_model_path, windows, 64), quality.reference(chat_model_path, windows)
+
+    (matrix, ref), left = _left_behind(both)
+    assert matrix and len(ref.target_logp) == 31  # the second half of 64 tokens, less the last
+    assert left == set()

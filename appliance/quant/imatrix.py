@@ -153,7 +153,15 @@ class Collector:
 
 def compute(model: Path, windows: Iterable[list[int]], n_ctx: int,
             progress: Callable[[int], None] | None = None, n_gpu_layers: int = -1) -> dict[str, np.ndarray]:
-    """The importance matrix of `model` over token `windows` (each at most `n_ctx` tokens)."""
+    """The importance matrix of `model` over token `windows` (each at most `n_ctx` tokens), computed
+    on a thread that ends with it (knowledge.threads: no OpenMP team left to slow later decodes)."""
+    from knowledge.threads import on_own_thread
+
+    return on_own_thread(lambda: _compute(model, windows, n_ctx, progress, n_gpu_layers), name="imatrix")
+
+
+def _compute(model: Path, windows: Iterable[list[int]], n_ctx: int,
+             progress: Callable[[int], None] | None, n_gpu_layers: int) -> dict[str, np.ndarray]:
     from appliance.engine.llama import ContextConfig, LlamaRunner
     from appliance.engine.sequence import BatchItem
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from knowledge.threads import on_own_thread
+
 TOP_K = 32
 _FLOOR = 1e-10
 
@@ -79,7 +81,13 @@ def _scored(model: Path, windows: list[list[int]], n_gpu_layers: int,
 
 def reference(model: Path, windows: list[list[int]], n_gpu_layers: int = -1,
               progress: Callable[[int], None] | None = None) -> Reference:
-    """The source model's top-K distributions and next-token log-probabilities."""
+    """The source model's top-K distributions and next-token log-probabilities (computed on a thread
+    that ends with it: knowledge.threads)."""
+    return on_own_thread(lambda: _reference(model, windows, n_gpu_layers, progress), name="quantize-check")
+
+
+def _reference(model: Path, windows: list[list[int]], n_gpu_layers: int,
+               progress: Callable[[int], None] | None) -> Reference:
     ids, logps, targets = [], [], []
     for logp, nxt in _scored(model, windows, n_gpu_layers, progress):
         top = np.argpartition(-logp, TOP_K, axis=1)[:, :TOP_K]
@@ -93,7 +101,13 @@ def reference(model: Path, windows: list[list[int]], n_gpu_layers: int = -1,
 
 def compare(model: Path, windows: list[list[int]], ref: Reference, n_gpu_layers: int = -1,
             progress: Callable[[int], None] | None = None) -> Quality:
-    """Score `model` on the same windows against the source's reference."""
+    """Score `model` on the same windows against the source's reference (on a thread that ends with
+    it: knowledge.threads)."""
+    return on_own_thread(lambda: _compare(model, windows, ref, n_gpu_layers, progress), name="quantize-check")
+
+
+def _compare(model: Path, windows: list[list[int]], ref: Reference, n_gpu_layers: int,
+             progress: Callable[[int], None] | None) -> Quality:
     klds, agree, targets, at = [], [], [], 0
     for logp, nxt in _scored(model, windows, n_gpu_layers, progress):
         n = len(nxt)
