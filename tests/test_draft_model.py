@@ -82,3 +82,14 @@ def test_a_model_with_another_vocabulary_is_refused(chat_model_path):
             LlamaRunner(ContextConfig(model_path=gguf.assemble(), vocab_only=True)) as gemma:
         with pytest.raises(EngineError, match="not compatible"):
             check_compatible(target, gemma)
+
+
+def test_a_draft_as_large_as_the_chat_model_is_warned_about(chat_model_path, draft_path, tmp_path, caplog):
+    from appliance.engine.draft import warn_if_too_large
+
+    small = tmp_path / "small.gguf"
+    small.write_bytes(b"\0" * (chat_model_path.stat().st_size // 10))
+    with caplog.at_level("WARNING", logger="appliance.engine"):
+        assert warn_if_too_large(draft_path, chat_model_path)  # the same network, narrower weights
+        assert not warn_if_too_large(small, chat_model_path)
+    assert len(caplog.records) == 1 and "cannot pay" in caplog.records[0].getMessage()

@@ -15,7 +15,9 @@ token id from 5 up. Anything else is refused at start-up with the first differen
 
 from __future__ import annotations
 
+import logging
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +25,8 @@ from appliance.engine.errors import EngineError
 from appliance.engine.llama import ContextConfig, LlamaRunner
 from appliance.engine.sequence import BatchItem
 from appliance.engine.speculative import accepted_prefix
+
+log = logging.getLogger("appliance.engine")
 
 VOCAB_MAX_DIFF = 128   # llama.cpp: SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 VOCAB_CHECK_FROM = 5   # llama.cpp: SPEC_VOCAB_CHECK_START_TOKEN_ID
@@ -48,6 +52,22 @@ def check_compatible(target: LlamaRunner, draft: LlamaRunner) -> None:
                               f"{draft.token_text(token)!r} there and {target.token_text(token)!r} here")
 
 
+TOO_LARGE = 0.5  # a draft above this share of the chat model's size costs about a target step per token
+
+
+def warn_if_too_large(draft: Path, target: Path) -> bool:
+    """Log a warning (and return True) when the draft file is so large, against the chat model's,
+    that drafting cannot pay. The policy would find that out anyway, but only after the first
+    requests had paid for a few drafts and for the draft context prefilling their prompts."""
+    share = draft.stat().st_size / max(1, target.stat().st_size)
+    if share <= TOO_LARGE:
+        return False
+    log.warning("draft model %s is %.0f%% of the chat model's size: each draft token costs about a step of "
+                "the chat model, so speculative decoding with it cannot pay (a draft of ~10%% pays on a GPU)",
+                draft.name, 100 * share)
+    return True
+
+
 class DraftModel:
     """A small model's context drafting for the target's slots."""
 
@@ -60,6 +80,7 @@ class DraftModel:
             raise
         self.held: dict[int, list[int]] = {}  # slot -> tokens in the draft context
         self.step_s: float | None = None      # measured seconds of one batched draft step
+        warn_if_too_large(Path(cfg.model_path), Path(target.cfg.model_path))
 
     def close(self) -> None:
         self.runner.close()
