@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from appliance.quant.types import QuantError
+from knowledge.threads import on_own_thread
 
 _MAX_DIMS, _MAX_SRC, _MAX_OP_PARAMS, _MAX_NAME = 4, 10, 64, 64
 _OBJECT_SIZE = 32  # struct ggml_object, which ggml_tensor_overhead() adds
@@ -155,8 +156,6 @@ def compute(model: Path, windows: Iterable[list[int]], n_ctx: int,
             progress: Callable[[int], None] | None = None, n_gpu_layers: int = -1) -> dict[str, np.ndarray]:
     """The importance matrix of `model` over token `windows` (each at most `n_ctx` tokens), computed
     on a thread that ends with it (knowledge.threads: no OpenMP team left to slow later decodes)."""
-    from knowledge.threads import on_own_thread
-
     return on_own_thread(lambda: _compute(model, windows, n_ctx, progress, n_gpu_layers), name="imatrix")
 
 
