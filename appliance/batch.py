@@ -22,6 +22,7 @@ from pathlib import Path
 from appliance.engine.backend import complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
+from knowledge.access import Scope
 from knowledge.retrieve import under
 
 _TEMPLATE_KEYS = {"instruction", "item", "over", "max_tokens", "max_chars"}
@@ -90,10 +91,11 @@ class Summary:
                 "prefix_hit_rate": round(self.prefix_hit_rate, 3), "errors": self.errors[:5]}
 
 
-def select_items(db, kb: str, template: Template, sources: list[str]) -> list[Item]:
-    """Chunks (or whole files) of the knowledge base under any of `sources` (prefixes; empty = all)."""
+def select_items(db, kb: str, template: Template, sources: list[str], *, scope: Scope) -> list[Item]:
+    """Chunks (or whole files) of the knowledge base that `scope` may read, under any of `sources`
+    (prefixes; empty = all)."""
     wanted = [s.strip("/") for s in sources if s.strip("/")]
-    rows = [r for r in db.chunks_in_order(kb)
+    rows = [r for r in db.chunks_in_order(kb, scope)
             if not wanted or any(under(r["source"], w) for w in wanted)]
     if template.over == "chunks":
         return [Item(r["id"], r["source"], r["page"] if r["page"] not in (None, -1) else None, r["heading"],

@@ -109,7 +109,8 @@ class EngineSettings(_Section):
 class KnowledgeSettings(_Section):
     """Chunking, ingest limits and retrieval of the knowledge base."""
 
-    collection: str = Field("default", description="Knowledge base (Chroma collection) name.")
+    collection: str = Field("default", description="Knowledge base name (the Chroma collection holding every "
+                                                   "access collection's vectors).")
     chunk_tokens: int = Field(300, ge=32, le=8192, description="Chunk budget in embedding-model tokens "
                               "(capped to what the embedding model reads, 224 for all-MiniLM-L6-v2).")
     chunk_overlap: int = Field(40, ge=0, description="Tokens carried over between neighbouring chunks.")
@@ -158,6 +159,14 @@ class QuantizeSettings(_Section):
     eval_tokens: int = Field(4096, ge=128, description="Held-out tokens the quality gate reads (half scored).")
 
 
+class ServerSettings(_Section):
+    """How the HTTP server is reached."""
+
+    https_proxy: bool = Field(False, description="TLS ends at a reverse proxy in front (nginx, Caddy): "
+                                                 "cookies are sent Secure only, and browsers are told to stay on "
+                                                 "HTTPS (README: Behind a reverse proxy with TLS).")
+
+
 class Settings(_Section):
     """All settings of one appliance instance."""
 
@@ -172,6 +181,7 @@ class Settings(_Section):
     offline_allow_hosts: list[str] = Field(default_factory=list,
                                            description="Hosts or IPs allowed through the offline guard.")
     upload_requires_admin: bool = Field(True, description="Only administrators may upload documents in the UI.")
+    server: ServerSettings = Field(default_factory=ServerSettings, description="HTTP server.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Inference engine.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge base.")
     chat: ChatSettings = Field(default_factory=ChatSettings, description="RAG prompt.")

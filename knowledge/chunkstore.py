@@ -13,13 +13,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope
 from knowledge.chunking import Chunk, passage_digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, kb TEXT NOT NULL, path TEXT NOT NULL, source TEXT NOT NULL,
     page INTEGER, heading TEXT, title TEXT, text TEXT NOT NULL, start INTEGER, "end" INTEGER,
-    digest TEXT, same_as TEXT);
+    digest TEXT, same_as TEXT, collection TEXT NOT NULL DEFAULT 'default');
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks (kb, path);
 """
 _SHARED_INDEXES = """
@@ -41,30 +42,35 @@ class ChunkStore:
             rows = conn.execute("SELECT rowid, heading, text FROM chunks").fetchall()
             conn.executemany("UPDATE chunks SET digest = ? WHERE rowid = ?",
                              [(passage_digest(h or "", t), r) for r, h, t in rows])
+        if "collection" not in columns:  # from before collections: all in the one everybody reads
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN collection TEXT NOT NULL DEFAULT '{DEFAULT_COLLECTION}'")
         conn.executescript(_SHARED_INDEXES)
 
     def add(self, kb: str, path: str, ids: list[str], chunks: list[Chunk],
-            same_as: list[str | None] | None = None) -> list[int]:
+            same_as: list[str | None] | None = None, collection: str = DEFAULT_COLLECTION) -> list[int]:
         """Insert one file's chunks (`same_as[i]`: the stored row chunk i repeats, None when it is
         stored itself); returns their rowids, in order."""
         rowids = []
         for i, c, same in zip(ids, chunks, same_as or [None] * len(chunks), strict=True):
             cur = self.conn.execute(
                 'INSERT OR REPLACE INTO chunks (id, kb, path, source, page, heading, title, text, start, "end",'
-                " digest, same_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (i, kb, path, c.source, c.page, c.heading, c.title, c.text, c.start, c.end, c.digest, same))
+                " digest, same_as, collection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (i, kb, path, c.source, c.page, c.heading, c.title, c.text, c.start, c.end, c.digest, same,
+                 collection))
             rowids.append(cur.lastrowid)
         return rowids
 
-    def stored_by_digest(self, kb: str, digests: Iterable[str], exclude_paths: set[str]) -> dict[str, str]:
-        """{digest: id} of stored rows holding these passages, outside `exclude_paths`."""
+    def stored_by_digest(self, kb: str, digests: Iterable[str], exclude_paths: set[str],
+                         collection: str = DEFAULT_COLLECTION) -> dict[str, str]:
+        """{digest: id} of stored rows of `collection` holding these passages, outside `exclude_paths`.
+        Only within one collection: a copy must never depend on a row another collection owns."""
         out: dict[str, str] = {}
         digests = list(dict.fromkeys(digests))
         for start in range(0, len(digests), 500):
             part = digests[start:start + 500]
             for d, cid, path in self.conn.execute(
-                    f"SELECT digest, id, path FROM chunks WHERE kb = ? AND same_as IS NULL AND digest IN "
-                    f"({','.join('?' * len(part))}) ORDER BY rowid", [kb, *part]):
+                    f"SELECT digest, id, path FROM chunks WHERE kb = ? AND collection = ? AND same_as IS NULL "
+                    f"AND digest IN ({','.join('?' * len(part))}) ORDER BY rowid", [kb, collection, *part]):
                 if path not in exclude_paths:
                     out.setdefault(d, cid)
         return out
@@ -88,15 +94,17 @@ class ChunkStore:
         self.conn.execute("UPDATE chunks SET same_as = NULL WHERE id = ?", (heir,))
         return row[0]
 
-    def copies_of(self, ids: Iterable[str]) -> dict[str, list[dict]]:
-        """{stored id: rows of the other files' copies of it}, for citing every file."""
+    def copies_of(self, ids: Iterable[str], scope: Scope = EVERYTHING) -> dict[str, list[dict]]:
+        """{stored id: rows of the other files' copies of it that `scope` may see}, for citing every file."""
         ids = list(ids)
         out: dict[str, list[dict]] = {}
+        where, params = scope.sql("collection")
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             for r in self.conn.execute(
-                    f'SELECT same_as, id, source, page, heading, title, text, start, "end", path FROM chunks '
-                    f'WHERE same_as IN ({",".join("?" * len(part))}) ORDER BY rowid', part):
+                    f'SELECT same_as, id, source, page, heading, title, text, start, "end", path, collection '
+                    f'FROM chunks WHERE same_as IN ({",".join("?" * len(part))}){where} ORDER BY rowid',
+                    [*part, *params]):  # nosec B608 - placeholders and a fixed column name only
                 out.setdefault(r[0], []).append({"id": r[1], **_row(r[2:])})
         return out
 
@@ -134,15 +142,17 @@ class ChunkStore:
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
             part = ids[start:start + 500]
             rows = self.conn.execute(
-                f'SELECT id, source, page, heading, title, text, start, "end", path FROM chunks '
-                f'WHERE id IN ({",".join("?" * len(part))})', part).fetchall()
+                f'SELECT id, source, page, heading, title, text, start, "end", path, collection FROM chunks '
+                f'WHERE id IN ({",".join("?" * len(part))})', part).fetchall()  # nosec B608 - placeholders
             out.update({r[0]: _row(r[1:]) for r in rows})
         return out
 
-    def in_order(self, kb: str) -> list[dict]:
-        """Every chunk of `kb` (id, source, page, heading, text), by source then position in it."""
-        rows = self.conn.execute('SELECT id, source, page, heading, text FROM chunks WHERE kb = ? '
-                                 'ORDER BY source, start, rowid', (kb,)).fetchall()
+    def in_order(self, kb: str, scope: Scope = EVERYTHING) -> list[dict]:
+        """Every chunk of `kb` that `scope` may see (id, source, page, heading, text), by source then
+        position in it."""
+        where, params = scope.sql("collection")
+        rows = self.conn.execute(f'SELECT id, source, page, heading, text FROM chunks WHERE kb = ?{where} '
+                                 'ORDER BY source, start, rowid', [kb, *params]).fetchall()  # nosec B608
         return [{"id": r[0], "source": r[1], "page": r[2], "heading": r[3] or "", "text": r[4]} for r in rows]
 
     def of_file(self, kb: str, path: str) -> list[Chunk]:
@@ -159,4 +169,4 @@ class ChunkStore:
 
 def _row(r: tuple) -> dict:
     return {"source": r[0], "page": r[1], "heading": r[2] or "", "title": r[3] or "", "text": r[4], "start": r[5],
-            "end": r[6], "path": r[7]}
+            "end": r[6], "path": r[7], "collection": r[8]}

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 from knowledge.chunking import Chunk, embed_text
 from knowledge.chunkstore import ChunkStore
 from knowledge.lexical import LexicalIndex
@@ -59,8 +60,12 @@ class KnowledgeDB:
 
     # -- reads ---------------------------------------------------------------------------
     @_locked
-    def files(self, kb: str, root: str | None = None) -> dict[str, FileRecord]:
-        return self.manifest.files(kb, root)
+    def files(self, kb: str, root: str | None = None, scope: Scope = EVERYTHING) -> dict[str, FileRecord]:
+        return self.manifest.files(kb, root, scope)
+
+    @_locked
+    def collections(self, kb: str) -> dict[str, int]:
+        return self.manifest.collections(kb)
 
     @_locked
     def file(self, kb: str, path: str) -> FileRecord | None:
@@ -87,32 +92,33 @@ class KnowledgeDB:
         return self.chunks.stored_ids(kb)
 
     @_locked
-    def stored_by_digest(self, kb: str, digests: Iterable[str], exclude_paths: set[str]) -> dict[str, str]:
-        return self.chunks.stored_by_digest(kb, digests, exclude_paths)
+    def stored_by_digest(self, kb: str, digests: Iterable[str], exclude_paths: set[str],
+                         collection: str = DEFAULT_COLLECTION) -> dict[str, str]:
+        return self.chunks.stored_by_digest(kb, digests, exclude_paths, collection)
 
     @_locked
     def copies_elsewhere(self, kb: str, path: str) -> dict[str, list[tuple[str, str]]]:
         return self.chunks.copies_elsewhere(kb, path)
 
     @_locked
-    def copies_of(self, ids: Iterable[str]) -> dict[str, list[dict]]:
-        return self.chunks.copies_of(ids)
+    def copies_of(self, ids: Iterable[str], scope: Scope = EVERYTHING) -> dict[str, list[dict]]:
+        return self.chunks.copies_of(ids, scope)
 
     @_locked
     def dangling(self, kb: str) -> set[str]:
         return self.chunks.dangling(kb)
 
     @_locked
-    def chunks_in_order(self, kb: str) -> list[dict]:
-        return self.chunks.in_order(kb)
+    def chunks_in_order(self, kb: str, scope: Scope = EVERYTHING) -> list[dict]:
+        return self.chunks.in_order(kb, scope)
 
     @_locked
     def idf(self, query_terms: list[str]) -> dict[str, float]:
         return self.lexical.idf(query_terms)
 
     @_locked
-    def lexical_search(self, kb: str, query_terms: list[str], n: int) -> list[tuple[str, float]]:
-        return self.lexical.search(kb, query_terms, n)
+    def lexical_search(self, kb: str, query_terms: list[str], n: int, scope: Scope) -> list[tuple[str, float]]:
+        return self.lexical.search(kb, query_terms, n, scope)
 
     # -- writes (each one transaction) ---------------------------------------------------
     @_locked
@@ -132,7 +138,7 @@ class KnowledgeDB:
         same_as = same_as or [None] * len(chunks)
         with self.conn:
             self._drop_chunks(kb, rec.path)
-            rowids = self.chunks.add(kb, rec.path, ids, chunks, same_as)
+            rowids = self.chunks.add(kb, rec.path, ids, chunks, same_as, rec.collection)
             self.lexical.add((r, c.embed_text) for r, c, same in zip(rowids, chunks, same_as, strict=True)
                              if same is None)
             self._promote(promote)
@@ -178,6 +184,11 @@ class KnowledgeDB:
             if rowid is not None:  # a copy became the stored row: it is searched lexically from now on
                 row = self.chunks.by_id([heir])[heir]
                 self.lexical.add([(rowid, embed_text(row["title"], row["heading"], row["text"]))])
+
+    @_locked
+    def add_collection(self, kb: str, name: str) -> None:
+        with self.conn:
+            self.manifest.add_collection(kb, check_collection(name))
 
     # -- meta ----------------------------------------------------------------------------
     @_locked

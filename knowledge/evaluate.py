@@ -7,6 +7,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from knowledge.access import EVERYTHING
 from knowledge.errors import KnowledgeError
 from knowledge.retrieve import Retriever
 
@@ -67,7 +68,7 @@ def evaluate(retriever: Retriever, items: list[dict], mode: str = "hybrid") -> d
     groups: dict[str, list[int | None]] = defaultdict(list)
     everything: list[int | None] = []
     for item in filter(answerable, items):
-        rank = first_hit_rank(retriever.search(item["question"], k=max(KS), mode=mode), item)
+        rank = first_hit_rank(retriever.search(item["question"], k=max(KS), mode=mode, scope=EVERYTHING), item)
         everything.append(rank)
         if item.get("lang"):
             groups[item["lang"]].append(rank)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from knowledge import shared
+from knowledge.access import DEFAULT_COLLECTION, check_collection
 from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
 from knowledge.errors import IndexWriteError, KnowledgeError, LoaderError
 from knowledge.integrity import repair
@@ -52,8 +53,16 @@ class _Failed:
 
 
 def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
-           workers: int = 2) -> IngestReport:
-    """Bring the knowledge base in line with the folder `root`. Never raises for one bad file."""
+           workers: int = 2, collection: str | None = None) -> IngestReport:
+    """Bring the knowledge base in line with the folder `root`. Never raises for one bad file.
+
+    Files go to `collection`; without one, a file keeps the collection it is in (a folder inside
+    another one's root, ingested with its own `--collection`, must not fall back to `default` when
+    the outer folder is ingested) and new files go to `default`.
+    """
+    if collection is not None:
+        check_collection(collection)
+        kb.db.add_collection(kb.cfg.name, collection)
     progress = progress or Progress()
     root = Path(root).expanduser().resolve()
     if not root.is_dir():
@@ -67,7 +76,7 @@ def ingest(kb: KnowledgeBase, root: Path, progress: Progress | None = None,
     known = kb.db.files(name, str(root))
     cands = list(walk(root, report, supported))
     report.timings["walk"] = time.perf_counter() - t0
-    jobs = _plan(kb, cands, known, report)
+    jobs = _plan(kb, cands, known, report, collection)
     progress.start(len(jobs) + report.count("unchanged"))
     for r in report.results:
         progress.file_done(r)
@@ -97,17 +106,22 @@ def _under_any(path: str, folders: list[str]) -> bool:
 
 
 def _plan(kb: KnowledgeBase, cands: list[Candidate], known: dict[str, FileRecord],
-          report: IngestReport) -> list[_Job]:
+          report: IngestReport, collection: str | None) -> list[_Job]:
     jobs = []
     max_bytes = int(kb.cfg.max_file_mb * 1024 * 1024)
     for cand in cands:
         old = known.get(cand.path)
-        if old and old.status in ("done", "failed") and old.size == cand.size and old.mtime == cand.mtime \
+        prior = old or kb.db.file(kb.cfg.name, cand.path)  # also indexed from another (outer) folder
+        target = collection or (prior.collection if prior else kb.prior_collections.get(cand.path, DEFAULT_COLLECTION))
+        if prior and prior.collection != target:  # moving to another collection: out of the old one first
+            shared.remove(kb, prior)
+            old = None
+        elif old and old.status in ("done", "failed") and old.size == cand.size and old.mtime == cand.mtime \
                 and old.sha256:
             report.results.append(FileResult(cand.source, "unchanged", len(old.chunk_ids)))
             continue
         rec = FileRecord(cand.path, str(cand.root), cand.source, cand.size, cand.mtime, "", "",
-                         old.chunk_ids if old else [], None, "new", None)
+                         old.chunk_ids if old else [], None, "new", None, target)
         if cand.size > max_bytes:
             report.results.append(_fail(kb, rec, f"over the size limit ({cand.size / 2**20:.1f} MB > "
                                                  f"{kb.cfg.max_file_mb:g} MB)"))
@@ -182,7 +196,7 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
     if not group:
         return
     ids = [[chunk_id(job.rec.path, c) for c in chunks] for job, chunks in group]
-    same_as = shared.assign(kb, [(job.rec.path, chunks, i) for (job, chunks), i in zip(group, ids, strict=True)])
+    same_as = _assign(kb, group, ids)
     t0 = time.perf_counter()
     stored = [c.embed_text for (_, chunks), same in zip(group, same_as, strict=True)
               for c, s in zip(chunks, same, strict=True) if s is None]
@@ -197,7 +211,7 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
         offset += len(kept)
         try:
             kb.db.begin_write(kb.cfg.name, job.rec, file_ids)
-            kb.store.upsert(kept_ids, [c for _, c in kept], part)
+            kb.store.upsert(kept_ids, [c for _, c in kept], part, [job.rec.collection] * len(kept_ids))
             promote = shared.handover(kb, job.rec.path, [(i, c.digest, s) for i, c, s
                                                          in zip(file_ids, chunks, same, strict=True)])
             kb.db.commit_file(kb.cfg.name, job.rec, chunks, file_ids, same, promote)
@@ -210,6 +224,16 @@ def _flush(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], report: Ing
         progress.file_done(result)
     report.timings["store"] += time.perf_counter() - t1
     group.clear()
+
+
+def _assign(kb: KnowledgeBase, group: list[tuple[_Job, list[Chunk]]], ids: list[list[str]]) -> list[list[str | None]]:
+    """`shared.assign` per collection (passages are shared only inside one), in the group's order."""
+    out: dict[int, list[str | None]] = {}
+    for collection in dict.fromkeys(job.rec.collection for job, _ in group):
+        members = [i for i, (job, _) in enumerate(group) if job.rec.collection == collection]
+        found = shared.assign(kb, [(group[i][0].rec.path, group[i][1], ids[i]) for i in members], collection)
+        out.update(zip(members, found, strict=True))
+    return [out[i] for i in range(len(group))]
 
 
 def _free_mb(kb: KnowledgeBase) -> float:

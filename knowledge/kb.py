@@ -47,8 +47,25 @@ class KnowledgeBase:
                 self.db.close()
                 raise
             self.store = self._open_store(reindex)
+        # Which collection each file was in, kept across a rebuild (`--reindex` drops the manifest).
+        self.prior_collections: dict[str, str] = {}
         if reindex:
+            self.prior_collections = {p: r.collection for p, r in self.db.files(cfg.name).items()}
             self.db.clear_kb(cfg.name)
+        else:
+            self._label_vectors()
+
+    def _label_vectors(self) -> None:
+        """Once per index from before collections: write each vector's collection into the vector
+        store, so that scoped queries (Chroma `where`) see them."""
+        key = f"vector_collections:{self.cfg.name}"
+        if self.db.get_meta(key) == "1":
+            return
+        rows = self.db.chunks_by_id(self.db.stored_ids(self.cfg.name))
+        if rows:
+            present = sorted(set(rows) & self.store.all_ids())
+            self.store.label(present, [rows[i]["collection"] for i in present])
+        self.db.set_meta(key, "1")
 
     def _open_store(self, reindex: bool) -> VectorStore:
         return VectorStore(self.data_dir / "chroma", self.cfg.name, self.embedder.model_id, reindex=reindex,

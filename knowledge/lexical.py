@@ -11,6 +11,7 @@ import math
 import sqlite3
 from collections.abc import Iterable
 
+from knowledge.access import Scope
 from knowledge.chunking import embed_text
 from knowledge.terms import TERMS_VERSION, terms
 
@@ -47,14 +48,16 @@ class LexicalIndex:
         self.conn.execute("DELETE FROM chunks_fts")
         self.add((rowid, embed_text(title or "", heading or "", text)) for rowid, title, heading, text in rows)
 
-    def search(self, kb: str, query_terms: list[str], n: int) -> list[tuple[str, float]]:
-        """BM25 over the terms: (chunk id, score) best first."""
-        if not query_terms:
+    def search(self, kb: str, query_terms: list[str], n: int, scope: Scope) -> list[tuple[str, float]]:
+        """BM25 over the terms: (chunk id, score) best first, among the chunks `scope` may see."""
+        if not query_terms or scope.is_empty:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(query_terms))
+        where, params = scope.sql("c.collection")
         rows = self.conn.execute(
             "SELECT c.id, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-            "WHERE chunks_fts MATCH ? AND c.kb = ? ORDER BY s LIMIT ?", (match, kb, n)).fetchall()
+            f"WHERE chunks_fts MATCH ? AND c.kb = ?{where} ORDER BY s LIMIT ?",  # nosec B608 - placeholders only
+            (match, kb, *params, n)).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
 
     def idf(self, terms_: list[str]) -> dict[str, float]:

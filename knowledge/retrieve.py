@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from knowledge import nearcopy
+from knowledge.access import Scope
 from knowledge.errors import KnowledgeError
 from knowledge.kb import KnowledgeBase
 from knowledge.terms import is_cjk_text, terms
@@ -48,27 +49,33 @@ class Retriever:
         if kb.cfg.rerank_model:
             self._reranker = _load_reranker(kb.cfg.rerank_model)
 
-    def search(self, query: str, k: int = 5, path_prefix: str | None = None, mode: str = "hybrid") -> list[Hit]:
-        """The `k` best chunks for `query`, optionally only from sources under `path_prefix`.
+    def search(self, query: str, k: int = 5, path_prefix: str | None = None, mode: str = "hybrid", *,
+               scope: Scope) -> list[Hit]:
+        """The `k` best chunks for `query` among the collections `scope` may read, optionally only
+        from sources under `path_prefix`. `scope` has no default: every caller says who is reading.
 
         `mode` is "hybrid" (dense + lexical, fused), or "dense" / "lexical" alone (for measuring
         what each side contributes). One file contributes at most `max_per_file` hits, and the same
         passage found in several files is one hit that lists the other files in `also_in`.
         """
         query = query.strip()
-        if not query or k < 1:
+        if not query or k < 1 or scope.is_empty:
             return []
         if mode not in MODES:
             raise KnowledgeError(f"search mode must be one of {', '.join(MODES)}, not {mode!r}")
         n = max(self.kb.cfg.candidates, k * 4) * (4 if path_prefix else 1)
         vector = self.kb.embedder.encode([query])[0]
-        dense = self.kb.store.query(vector, n) if mode != "lexical" else []
-        lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n) if mode != "dense" else []
+        dense = self.kb.store.query(vector, n, scope) if mode != "lexical" else []
+        lexical = self.kb.db.lexical_search(self.kb.cfg.name, terms(query), n, scope) if mode != "dense" else []
         cfg = self.kb.cfg
         w_dense = (cfg.cjk_dense_weight if is_cjk_text(query) else cfg.dense_weight) if mode == "hybrid" else 1.0
         dense_ids, lexical_ids = [h.id for h in dense], [c for c, _ in lexical]
-        rows = self.kb.db.chunks_by_id(dense_ids + lexical_ids)
-        copies = self.kb.db.copies_of(rows)  # the same passage in other files: stored once, cited for each
+        # The store and the index filtered already; the rows are checked again so that a vector
+        # without its collection label (an interrupted upgrade) can never surface elsewhere.
+        rows = {c: r for c, r in self.kb.db.chunks_by_id(dense_ids + lexical_ids).items()
+                if scope.allows(r["collection"])}
+        dense_ids, lexical_ids = [c for c in dense_ids if c in rows], [c for c in lexical_ids if c in rows]
+        copies = self.kb.db.copies_of(rows, scope)  # the same passage in other files: stored once, cited for each
         if path_prefix:
             rows = _within(rows, copies, path_prefix.strip("/"))
         passage = nearcopy.fold(_interleave(dense_ids, lexical_ids, rows), {c: r["text"] for c, r in rows.items()})

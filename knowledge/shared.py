@@ -20,11 +20,14 @@ from knowledge.kb import KnowledgeBase
 from knowledge.manifest import FileRecord
 
 
-def assign(kb: KnowledgeBase, group: list[tuple[str, list[Chunk], list[str]]]) -> list[list[str | None]]:
-    """For each (path, chunks, ids) of `group`: per chunk, None (embed and store it) or the id of the
-    stored row it repeats. Stored rows of the files in `group` are not reused: they are being rewritten."""
+def assign(kb: KnowledgeBase, group: list[tuple[str, list[Chunk], list[str]]],
+           collection: str) -> list[list[str | None]]:
+    """For each (path, chunks, ids) of `group` (files of `collection`): per chunk, None (embed and store
+    it) or the id of the stored row of the same collection it repeats. Stored rows of the files in
+    `group` are not reused: they are being rewritten."""
     digests = [[c.digest for c in chunks] for _, chunks, _ in group]
-    found = kb.db.stored_by_digest(kb.cfg.name, [d for ds in digests for d in ds], {p for p, _, _ in group})
+    found = kb.db.stored_by_digest(kb.cfg.name, [d for ds in digests for d in ds], {p for p, _, _ in group},
+                                   collection)
     out: list[list[str | None]] = []
     for (_, _, ids), ds in zip(group, digests, strict=True):
         row: list[str | None] = []
@@ -54,7 +57,7 @@ def handover(kb: KnowledgeBase, path: str,
         heirs = [moving[old] for old in vectors]
         rows = kb.db.chunks_by_id(heirs)
         kb.store.upsert(heirs, [Chunk(rows[h]["text"], rows[h]["source"], 0, 0, 0) for h in heirs],
-                        np.stack(list(vectors.values())))
+                        np.stack(list(vectors.values())), [rows[h]["collection"] for h in heirs])
     return promote
 
 

@@ -26,6 +26,7 @@ from appliance.cli.common import load_cli_settings  # noqa: E402
 from appliance.engine.backend import open_backend  # noqa: E402
 from appliance.server.longdoc import DocumentError, find_document  # noqa: E402
 from appliance.server.services import chat_service, longdoc_service, open_kb  # noqa: E402
+from knowledge.access import EVERYTHING  # noqa: E402
 from knowledge.evaluate import load_qa, normalise  # noqa: E402
 from knowledge.retrieve import Retriever  # noqa: E402
 
@@ -52,10 +53,11 @@ def main() -> int:
                 continue
             wanted = [normalise(w) for w in item["answer_contains"]]
             t0 = time.perf_counter()
-            rag = "".join(chat.stream(chat.prepare([{"role": "user", "content": item["question"]}]), params))
+            prepared = chat.prepare([{"role": "user", "content": item["question"]}], scope=EVERYTHING)
+            rag = "".join(chat.stream(prepared, params))
             t1 = time.perf_counter()
             sections = service.split(chunks)
-            prepared = service.prepare(sections, item["question"])
+            prepared = service.prepare(sections, item["question"], scope=EVERYTHING)
             doc = "".join(chat.stream(prepared, params))
             t2 = time.perf_counter()
             rows.append({"question": item["question"], "document": chunks[0].source, "sections": len(sections),
@@ -84,7 +86,7 @@ def main() -> int:
 def _document(kb, item: dict):
     for source in item.get("source", []):
         try:
-            return find_document(kb.db, kb.cfg.name, source, files_on_disk=False)
+            return find_document(kb.db, kb.cfg.name, source, files_on_disk=False, scope=EVERYTHING)
         except DocumentError:
             continue
     return None

@@ -9,6 +9,7 @@ import pytest
 
 from appliance.server.answer_eval import distinct_4gram_ratio, is_degenerate
 from appliance.server.chat import ChatService, RagSettings
+from knowledge.access import EVERYTHING
 from knowledge.evaluate import load_qa
 from knowledge.ingest import ingest
 from knowledge.retrieve import Retriever
@@ -51,13 +52,14 @@ def retriever(tmp_path_factory, embedder, sample_docs):
 
 def test_gate_answers_the_readme_chinese_question(retriever):
     prepared = ChatService(_NoModel(), retriever, RagSettings(top_k=2)).prepare(
-        [{"role": "user", "content": README_ZH}])
+        [{"role": "user", "content": README_ZH}], scope=EVERYTHING)
     assert prepared.covered and prepared.lang == "zh"
     assert prepared.citations[0]["source"] == "zh/快速入门.md" and "8000" in prepared.citations[0]["text"]
 
 
 def test_gate_declines_an_unrelated_chinese_question(retriever):
-    prepared = ChatService(_NoModel(), retriever).prepare([{"role": "user", "content": "明天北京的天气怎么样？"}])
+    prepared = ChatService(_NoModel(), retriever).prepare([{"role": "user", "content": "明天北京的天气怎么样？"}],
+                                                          scope=EVERYTHING)
     assert not prepared.covered
 
 

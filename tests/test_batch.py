@@ -9,6 +9,7 @@ import pytest
 
 from appliance.batch import BatchError, Template, done_ids, run_batch, select_items
 from appliance.engine.sequence import SamplingParams
+from knowledge.access import EVERYTHING
 from knowledge.ingest import ingest
 
 from .engine_helpers import make_engine
@@ -33,7 +34,8 @@ def engine(chat_model_path):
 def items(tmp_path_factory, embedder, sample_docs):
     kb = open_kb(tmp_path_factory.mktemp("batch-kb"), embedder)
     ingest(kb, sample_docs)
-    chosen = select_items(kb.db, kb.cfg.name, TEMPLATE, ["en/getting-started.md", "en/security-policy.pdf"])
+    chosen = select_items(kb.db, kb.cfg.name, TEMPLATE, ["en/getting-started.md", "en/security-policy.pdf"],
+                          scope=EVERYTHING)
     kb.close()
     return chosen
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import shutil
 
+from knowledge.access import EVERYTHING
 from knowledge.chunking import Chunk, dedupe_chunks
 from knowledge.ingest import ingest
 from knowledge.loaders.html import load_html
@@ -57,10 +58,10 @@ def test_stuffed_file_cannot_fill_the_results_and_copies_cite_both(tmp_path, emb
     retriever = Retriever(kb)
     for question in ("How do I back up the appliance?", "What colour badge must visitors wear?",
                      "Which firewall ports does the server need?"):
-        hits = retriever.search(question, k=10)
+        hits = retriever.search(question, k=10, scope=EVERYTHING)
         assert sum(h.source == "stuffed.txt" for h in hits) <= kb.cfg.max_per_file
         assert len({h.text for h in hits}) == len(hits)  # no passage twice
-    backup = retriever.search("How do I back up the appliance?", k=5)
+    backup = retriever.search("How do I back up the appliance?", k=5, scope=EVERYTHING)
     top = next(h for h in backup if "administration" in h.source)
     assert {top.source, *top.also_in} == {"en/administration.html", "en/administration-copy.html"}
 
@@ -99,10 +100,10 @@ def test_near_copies_in_two_formats_are_one_hit_and_versions_stay_apart(tmp_path
     kb = open_kb(tmp_path / "data", embedder)
     ingest(kb, docs)
     retriever = Retriever(kb)
-    hits = retriever.search("Which codename is the unstable branch always called?", k=4)
+    hits = retriever.search("Which codename is the unstable branch always called?", k=4, scope=EVERYTHING)
     sid = [h for h in hits if "manual" in h.source]
     assert len(sid) == 1 and {sid[0].source, *sid[0].also_in} == {"manual.html", "manual.txt"}
-    hits = retriever.search("How many days do I have to return my laptop?", k=4)
+    hits = retriever.search("How many days do I have to return my laptop?", k=4, scope=EVERYTHING)
     assert {"policy-2023.txt", "policy-2024.txt"} <= {h.source for h in hits}
 
 

@@ -99,7 +99,8 @@ def test_orphans_and_journal_are_repaired(tmp_path, docs, embedder):
 
     from knowledge.chunking import Chunk
 
-    kb.store.upsert(["ghost-1"], [Chunk("ghost", "a.md", 0, 0, 5)], np.ones((1, 384), dtype=np.float32) / 384**0.5)
+    kb.store.upsert(["ghost-1"], [Chunk("ghost", "a.md", 0, 0, 5)], np.ones((1, 384), dtype=np.float32) / 384**0.5,
+                    ["default"])
     report = ingest(kb, docs)
     assert report.repaired >= 1
     assert statuses(report)["a.md"][0] in ("changed", "new")

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from knowledge.access import EVERYTHING
 from knowledge.chunking import Chunk
 from knowledge.chunkstore import ChunkStore
 from knowledge.db import KnowledgeDB
@@ -77,11 +78,11 @@ def test_lexical_index_search_and_delete_by_rowid(conn):
     cs, lex = ChunkStore(conn), LexicalIndex(conn)
     rowids = cs.add("kb", "/docs/a.md", ["c1", "c2"], _chunks("rotate the certificates", "backup schedule"))
     lex.add(zip(rowids, ["rotate the certificates", "backup schedule"], strict=True))
-    assert [cid for cid, _ in lex.search("kb", terms("rotating certificate"), 5)] == ["c1"]
-    assert lex.search("other-kb", terms("backup"), 5) == []
+    assert [cid for cid, _ in lex.search("kb", terms("rotating certificate"), 5, EVERYTHING)] == ["c1"]
+    assert lex.search("other-kb", terms("backup"), 5, EVERYTHING) == []
     lex.delete(rowids[:1])
-    assert lex.search("kb", terms("certificates"), 5) == []
-    assert [cid for cid, _ in lex.search("kb", terms("backup"), 5)] == ["c2"]
+    assert lex.search("kb", terms("certificates"), 5, EVERYTHING) == []
+    assert [cid for cid, _ in lex.search("kb", terms("backup"), 5, EVERYTHING)] == ["c2"]
 
 
 def test_db_commit_is_atomic_and_remove_clears_lexical_rows(tmp_path):
@@ -90,11 +91,11 @@ def test_db_commit_is_atomic_and_remove_clears_lexical_rows(tmp_path):
     db.begin_write("kb", rec, ["c1"])
     db.commit_file("kb", rec, _chunks("firewall ports"), ["c1"])
     assert db.file("kb", rec.path).status == "done" and db.chunk_count("kb") == 1
-    assert db.lexical_search("kb", terms("firewall"), 5)[0][0] == "c1"
+    assert db.lexical_search("kb", terms("firewall"), 5, EVERYTHING)[0][0] == "c1"
     db.commit_file("kb", rec, _chunks("kernel modules"), ["c9"])  # a changed file replaces its rows
-    assert db.chunk_ids("kb") == {"c9"} and db.lexical_search("kb", terms("firewall"), 5) == []
+    assert db.chunk_ids("kb") == {"c9"} and db.lexical_search("kb", terms("firewall"), 5, EVERYTHING) == []
     db.remove_file("kb", rec.path)
-    assert db.file("kb", rec.path) is None and db.lexical_search("kb", terms("kernel"), 5) == []
+    assert db.file("kb", rec.path) is None and db.lexical_search("kb", terms("kernel"), 5, EVERYTHING) == []
     fts_rows = db.conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0]
     assert fts_rows == 0
     db.close()
@@ -112,7 +113,7 @@ def test_lexical_index_rebuilt_from_an_older_layout(tmp_path):
     db.close()
     db = KnowledgeDB(path)
     assert [r[1] for r in db.conn.execute("PRAGMA table_info(chunks_fts)")] == ["terms"]
-    assert db.lexical_search("kb", terms("retention"), 5)[0][0] == "c1"
-    assert db.lexical_search("kb", terms("backups"), 5)[0][0] == "c1"  # the heading is indexed too
+    assert db.lexical_search("kb", terms("retention"), 5, EVERYTHING)[0][0] == "c1"
+    assert db.lexical_search("kb", terms("backups"), 5, EVERYTHING)[0][0] == "c1"  # the heading is indexed too
     assert db.get_meta("lexical_terms") == TERMS_VERSION
     db.close()

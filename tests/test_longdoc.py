@@ -10,6 +10,7 @@ import pytest
 from appliance.engine.errors import Cancelled
 from appliance.server.chat import ChatService
 from appliance.server.longdoc import DocumentError, LongDocService, LongDocSettings, find_document, sections
+from knowledge.access import EVERYTHING
 from knowledge.chunking import Chunk
 from knowledge.ingest import ingest
 
@@ -72,12 +73,12 @@ def test_sections_keep_the_budget_cut_at_headings_and_read_overlaps_once():
 
 def test_a_fact_in_the_second_half_is_found_by_reading_every_section(engine, kb):
     service = _service(engine, kb, max_notes=2)  # what services.longdoc_service gives a small model
-    chunks = find_document(kb.db, kb.cfg.name, "handbook.md")
+    chunks = find_document(kb.db, kb.cfg.name, "handbook.md", scope=EVERYTHING)
     secs = service.split(chunks)
     where = next(i for i, s in enumerate(secs) if "4711" in s.text)
     assert len(secs) >= 8 and where >= len(secs) // 2
     seen = []
-    prepared = service.prepare(secs, "What is the archive room door code?", lambda *p: seen.append(p))
+    prepared = service.prepare(secs, "What is the archive room door code?", lambda *p: seen.append(p), scope=EVERYTHING)
     assert seen[-1][0] == "map" and seen[-1][1] == seen[-1][2] == len(secs)  # every section was read
     assert any("4711" in note["text"] for note in prepared.citations)
     chat = ChatService(engine, None)
@@ -88,7 +89,8 @@ def test_a_fact_in_the_second_half_is_found_by_reading_every_section(engine, kb)
 
 def test_a_summary_cites_pages_that_exist(engine, kb):
     service = _service(engine, kb)
-    prepared = service.prepare(service.split(find_document(kb.db, kb.cfg.name, "en/security-policy.pdf")))
+    secs = service.split(find_document(kb.db, kb.cfg.name, "en/security-policy.pdf", scope=EVERYTHING))
+    prepared = service.prepare(secs, scope=EVERYTHING)
     pages = {p for note in prepared.citations for p in note["pages"]}
     assert prepared.covered and pages and pages <= {1, 2}
     assert "Security policy" in prepared.messages[-1]["content"]  # the document's own text is the excerpt
@@ -96,9 +98,9 @@ def test_a_summary_cites_pages_that_exist(engine, kb):
 
 def test_notes_that_do_not_fit_are_merged_in_rounds(engine, kb):
     service = _service(engine, kb, context_tokens=700, note_tokens=48)
-    secs = service.split(find_document(kb.db, kb.cfg.name, "handbook.md"))
+    secs = service.split(find_document(kb.db, kb.cfg.name, "handbook.md", scope=EVERYTHING))
     stages = []
-    prepared = service.prepare(secs, None, lambda stage, done, total: stages.append(stage))
+    prepared = service.prepare(secs, None, lambda stage, done, total: stages.append(stage), scope=EVERYTHING)
     assert "map" in stages and "reduce" in stages
     assert 1 <= len(prepared.citations) < len(secs)
     assert service._fits(prepared.citations, "summary")
@@ -117,12 +119,12 @@ def test_map_calls_are_background_work_and_stop_cancels_them(engine, kb):
             return engine.submit(prompt, params)
 
     service = LongDocService(Recording(), LongDocSettings(context_tokens=400), embed=kb.embedder.encode)
-    secs = service.split(find_document(kb.db, kb.cfg.name, "handbook.md"))
+    secs = service.split(find_document(kb.db, kb.cfg.name, "handbook.md", scope=EVERYTHING))
     stop = threading.Event()
     stopper = threading.Timer(1.0, stop.set)
     stopper.start()
     with pytest.raises(Cancelled):
-        service.prepare(secs, None, None, stop)
+        service.prepare(secs, None, None, stop, scope=EVERYTHING)
     assert priorities and set(priorities) == {1}
     assert len(priorities) < len(secs)  # it stopped before reading everything
     deadline = time.monotonic() + 30
@@ -135,17 +137,18 @@ def test_an_unknown_document_or_a_path_from_the_api_is_refused(kb, tmp_path):
     outside = tmp_path / "secret.txt"
     outside.write_text("not indexed")
     with pytest.raises(DocumentError, match="no indexed document"):
-        find_document(kb.db, kb.cfg.name, "nope.md")
+        find_document(kb.db, kb.cfg.name, "nope.md", scope=EVERYTHING)
     with pytest.raises(DocumentError, match="no indexed document"):
-        find_document(kb.db, kb.cfg.name, str(outside), files_on_disk=False)
-    assert find_document(kb.db, kb.cfg.name, str(outside))[0].text == "not indexed"  # the command line may
+        find_document(kb.db, kb.cfg.name, str(outside), files_on_disk=False, scope=EVERYTHING)
+    # the command line may read a file on disk
+    assert find_document(kb.db, kb.cfg.name, str(outside), scope=EVERYTHING)[0].text == "not indexed"
 
 
 def test_a_questions_evidence_adds_the_documents_own_best_passages(engine, kb):
     from knowledge.retrieve import Retriever
 
     service = LongDocService(engine, LongDocSettings(max_notes=2), embed=kb.embedder.encode, retriever=Retriever(kb))
-    passages = service._passages("What is the archive room door code?", "handbook.md")
+    passages = service._passages("What is the archive room door code?", "handbook.md", EVERYTHING)
     assert passages and {p["source"] for p in passages} == {"handbook.md"}  # no other document's text
     assert any("4711" in p["text"] for p in passages)
     notes = [{**p, "text": f"note {i}"} for i, p in enumerate(passages * 3)]

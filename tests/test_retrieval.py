@@ -2,6 +2,7 @@
 
 import pytest
 
+from knowledge.access import EVERYTHING
 from knowledge.evaluate import evaluate, load_qa
 from knowledge.ingest import ingest
 from knowledge.retrieve import Retriever
@@ -26,18 +27,18 @@ def test_sample_qa_recall(retriever):
 
 
 def test_hits_carry_citation_fields(retriever):
-    hits = retriever.search("How do I back up the appliance?", k=3)
+    hits = retriever.search("How do I back up the appliance?", k=3, scope=EVERYTHING)
     top = hits[0]
     assert top.source == "en/administration.html" and "Backups" in top.heading
     assert top.score > 0 and -1 <= top.similarity <= 1 and top.end > top.start
 
 
 def test_path_prefix_filter(retriever):
-    hits = retriever.search("备份数据", k=5, path_prefix="zh")
+    hits = retriever.search("备份数据", k=5, path_prefix="zh", scope=EVERYTHING)
     assert hits and all(h.source.startswith("zh/") for h in hits)
 
 
 def test_unrelated_question_has_low_similarity(retriever):
-    hits = retriever.search("What is the boiling point of tungsten on Mars?", k=3)
-    related = retriever.search("How do I back up the appliance?", k=1)
+    hits = retriever.search("What is the boiling point of tungsten on Mars?", k=3, scope=EVERYTHING)
+    related = retriever.search("How do I back up the appliance?", k=1, scope=EVERYTHING)
     assert max(h.similarity for h in hits) < related[0].similarity

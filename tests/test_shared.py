@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
+from knowledge.access import EVERYTHING
 from knowledge.chunking import passage_digest
 from knowledge.db import KnowledgeDB
 from knowledge.ingest import ingest
@@ -31,7 +32,7 @@ def _docs(tmp_path, names=("a.md", "copy/b.md")):
 
 
 def _backup_hit(kb, **kw):
-    return next(h for h in Retriever(kb).search(BACKUP_Q, k=5, **kw) if "02:00" in h.text)
+    return next(h for h in Retriever(kb).search(BACKUP_Q, k=5, **kw, scope=EVERYTHING) if "02:00" in h.text)
 
 
 def test_a_copy_is_embedded_once_and_cites_both_files(tmp_path, embedder):
@@ -43,7 +44,7 @@ def test_a_copy_is_embedded_once_and_cites_both_files(tmp_path, embedder):
     assert kb.store.count() == per_file and kb.db.chunk_count("default") == 2 * per_file
     assert check(kb).ok
     for mode in ("hybrid", "dense", "lexical"):
-        hit = next(h for h in Retriever(kb).search(BACKUP_Q, k=5, mode=mode) if "02:00" in h.text)
+        hit = next(h for h in Retriever(kb).search(BACKUP_Q, k=5, mode=mode, scope=EVERYTHING) if "02:00" in h.text)
         assert {hit.source, *hit.also_in} == {"a.md", "copy/b.md"}
     assert _backup_hit(kb, path_prefix="copy").source == "copy/b.md"  # shown as the copy inside the folder
 
@@ -56,7 +57,7 @@ def test_removing_the_file_that_holds_the_stored_copy_hands_it_over(tmp_path, em
     ingest(kb, docs)
     assert kb.store.count() == per_file == kb.db.chunk_count("default") and check(kb).ok
     for mode in ("dense", "lexical"):
-        hit = next(h for h in Retriever(kb).search(BACKUP_Q, k=5, mode=mode) if "02:00" in h.text)
+        hit = next(h for h in Retriever(kb).search(BACKUP_Q, k=5, mode=mode, scope=EVERYTHING) if "02:00" in h.text)
         assert hit.source == "copy/b.md" and hit.also_in == []
 
 
@@ -70,7 +71,8 @@ def test_changing_the_stored_file_keeps_every_copy_answerable(tmp_path, embedder
     assert report.count("changed") == 1 and check(kb).ok
     hit = _backup_hit(kb)  # the passage only the copy holds now: its row became the stored one
     assert hit.source == "copy/b.md" and hit.also_in == []
-    visitors = next(h for h in Retriever(kb).search("What colour badge do visitors get?", k=5) if "badge" in h.text)
+    visitors = next(h for h in Retriever(kb).search("What colour badge do visitors get?", k=5, scope=EVERYTHING)
+                    if "badge" in h.text)
     assert {visitors.source, *visitors.also_in} == {"a.md", "copy/b.md"}
 
 

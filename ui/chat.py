@@ -41,14 +41,15 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
             sources = gr.HTML(_hint(), label=t("sources"), elem_id="sources")
 
     def ask(question: str, history: list, cid: str | None, request: gr.Request):
-        user = guard.user(request).name
+        account = guard.user(request)
+        user = account.name
         question = (question or "").strip()
         if not question:
             yield history, gr.update(), cid, gr.update(), ""
             return
         messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
         messages.append({"role": "user", "content": question})
-        prepared = svc.chat.prepare(messages)
+        prepared = svc.chat.prepare(messages, scope=svc.access.scope_for(account))  # fresh per question
         html = render_sources(prepared.citations, prepared.covered, request)
         answer = ""
         yield [*messages, {"role": "assistant", "content": answer}], html, cid, gr.update(), ""

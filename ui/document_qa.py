@@ -13,6 +13,7 @@ from appliance.engine.errors import EngineError, EngineOverloaded, EngineStopped
 from appliance.server.chat import Prepared
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
+from knowledge.access import Scope
 from ui.i18n import say, t
 from ui.render import render_sources
 from ui.session import SessionGuard
@@ -35,15 +36,15 @@ def build_document_qa(svc: Services, guard: SessionGuard, docs: gr.Dataframe) ->
         return row[0] if row else gr.update()
 
     def run(ref: str, text: str | None, request: gr.Request):
-        guard.user(request)
+        scope = svc.access.scope_for(guard.user(request))
         try:
-            chunks = find_document(svc.kb.db, svc.kb.cfg.name, (ref or "").strip(), files_on_disk=False)
+            chunks = find_document(svc.kb.db, svc.kb.cfg.name, (ref or "").strip(), files_on_disk=False, scope=scope)
             sections = svc.longdoc.split(chunks)
         except DocumentError as e:
             yield str(e), ""
             return
         stop, updates = threading.Event(), queue.Queue()
-        work = _start(svc, sections, text, updates, stop)
+        work = _start(svc, sections, text, updates, stop, scope)
         try:
             while not work.done():  # progress while the sections are read
                 try:
@@ -79,13 +80,13 @@ def build_document_qa(svc: Services, guard: SessionGuard, docs: gr.Dataframe) ->
 
 
 def _start(svc: Services, sections: list, question: str | None, updates: queue.Queue,
-           stop: threading.Event) -> Future[Prepared]:
+           stop: threading.Event, scope: Scope) -> Future[Prepared]:
     """Map and reduce in a thread; progress (stage, done, total) goes to `updates`."""
     future: Future[Prepared] = Future()
 
     def work() -> None:
         try:
-            future.set_result(svc.longdoc.prepare(sections, question, lambda *p: updates.put(p), stop))
+            future.set_result(svc.longdoc.prepare(sections, question, lambda *p: updates.put(p), stop, scope=scope))
         except BaseException as e:  # noqa: BLE001 - handed to the UI thread, which reports it
             future.set_exception(e)
 

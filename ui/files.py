@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse
 
+from appliance.server.auth import User
 from appliance.server.services import Services
 from ui.session import SessionGuard
 
@@ -21,9 +22,13 @@ def add_document_route(app: FastAPI, svc: Services, guard: SessionGuard) -> None
 
     @app.get("/documents/{source:path}", include_in_schema=False)
     def document(source: str, request: Request) -> FileResponse:
-        if not _allowed(request, svc, guard):
+        user = _caller(request, svc, guard)
+        if user is None:
             raise HTTPException(401, "log in first")
-        rec = next((r for r in svc.documents.list() if r.source == source and r.status == "done"), None)
+        # Only documents of the caller's collections; another collection's file is "not found", not
+        # "forbidden", so that a guess does not even learn that it exists.
+        scope = svc.access.scope_for(user)
+        rec = next((r for r in svc.documents.list(scope) if r.source == source and r.status == "done"), None)
         if rec is None or not Path(rec.path).is_file():
             raise HTTPException(404, "no indexed document with that source")
         media = mimetypes.guess_type(rec.path)[0] or "application/octet-stream"
@@ -34,13 +39,13 @@ def add_document_route(app: FastAPI, svc: Services, guard: SessionGuard) -> None
                             content_disposition_type="inline")
 
 
-def _allowed(request: Request, svc: Services, guard: SessionGuard) -> bool:
+def _caller(request: Request, svc: Services, guard: SessionGuard) -> User | None:
+    """The account behind an API key or a browser session cookie, None when there is none."""
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
-        return svc.users.user_for_key(header[7:].strip()) is not None
+        return svc.users.user_for_key(header[7:].strip())
     tokens = guard.tokens or {}
     for name, value in request.cookies.items():
         if name.startswith("access-token") and value in tokens:
-            user = svc.users.get(tokens[value])
-            return user is not None
-    return False
+            return svc.users.get(tokens[value])
+    return None

@@ -13,7 +13,8 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from appliance.cli import backup, batch, config, knowledge, longdoc, measure, models, quantize, serve, users
+from appliance.cli import (backup, batch, collections, config, knowledge, longdoc, measure, models, quantize, serve,
+                           users)
 from appliance.cli.common import err_console
 from appliance.errors import ApplianceError
 from knowledge.errors import KnowledgeError
@@ -35,7 +36,7 @@ class _ErrorsToMessages(TyperGroup):
 
 app = typer.Typer(cls=_ErrorsToMessages, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Offline knowledge-base Q&A appliance on llama.cpp.")
-for module in (config, models, quantize, knowledge, serve, longdoc, users, measure, backup, batch):
+for module in (config, models, quantize, knowledge, serve, longdoc, users, collections, measure, backup, batch):
     module.register(app)
 
 

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from appliance.cli import handoff
-from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, load_cli_settings
+from appliance.cli.common import AsUserOpt, ConfigOpt, JsonOpt, cli_scope, console, err_console, load_cli_settings
 
 batch_app = typer.Typer(no_args_is_help=True, help="Batch jobs over the knowledge base.")
 
@@ -28,7 +28,7 @@ def batch_run(template: Annotated[Path, typer.Argument(help="TOML with `instruct
               schema: Annotated[Path | None, typer.Option("--schema", help="JSON schema every answer must "
                                                            "follow (grammar-constrained, then validated).")] = None,
               window: Annotated[int, typer.Option(help="Items in flight at once.")] = 4,
-              as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+              as_json: JsonOpt = False, as_user: AsUserOpt = None, config: ConfigOpt = None) -> None:
     """Ask one instruction of every chunk or file; beside a running server its requests queue behind users'."""
     from appliance.batch import BatchError, Template, run_batch, select_items
     from knowledge.db import KnowledgeDB
@@ -41,9 +41,10 @@ def batch_run(template: Annotated[Path, typer.Argument(help="TOML with `instruct
             shape = json.loads(schema.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise BatchError(f"cannot read the JSON schema {schema}: {e}") from None
+    scope = cli_scope(settings, as_user)
     db = KnowledgeDB(settings.data_path / "knowledge.db")
     try:
-        items = select_items(db, settings.knowledge.collection, tmpl, over or [])
+        items = select_items(db, settings.knowledge.collection, tmpl, over or [], scope=scope)
     finally:
         db.close()
     if not items:

@@ -44,3 +44,28 @@ def list_by_default(group: typer.Typer, list_command: Callable[[Path | None], No
         if ctx.invoked_subcommand is None:
             list_command(config)
 
+
+
+AsUserOpt = Annotated[str | None, typer.Option("--as", help="Read only what this user may read (their groups' "
+                                               "collections); default: everything (the operator).")]
+
+
+def cli_scope(settings: Settings, as_user: str | None):
+    """The collections a command reads: everything for the operator, or what `--as USER` may read."""
+    from knowledge.access import EVERYTHING
+
+    if as_user is None:
+        return EVERYTHING
+    from appliance.errors import ApplianceError
+    from appliance.server.auth import UserStore
+    from appliance.server.services import open_access
+    from knowledge.db import KnowledgeDB
+
+    user = UserStore(settings.data_path / "users.db").get(as_user)
+    if user is None:
+        raise ApplianceError(f"no user {as_user!r} (see `appliance users list`)")
+    db = KnowledgeDB(settings.data_path / "knowledge.db")
+    try:
+        return open_access(settings, db).scope_for(user)
+    finally:
+        db.close()

@@ -29,9 +29,9 @@ def serving(data_dir: Path) -> dict | None:
     return running_server(data_dir)
 
 
-def ingest(server: dict, folder: Path) -> dict:
-    """Index `folder` through the server; returns its report (`IngestReport.summary()`)."""
-    return _call(server, "POST", "/v1/documents/ingest", json={"folder": str(folder)})
+def ingest(server: dict, folder: Path, collection: str | None = None) -> dict:
+    """Index `folder` (into `collection`) through the server; returns its report (`IngestReport.summary()`)."""
+    return _call(server, "POST", "/v1/documents/ingest", json={"folder": str(folder), "collection": collection})
 
 
 def remove(server: dict, ref: str) -> list[dict]:

@@ -13,7 +13,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from appliance.cli import handoff
-from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, list_by_default, load_cli_settings
+from appliance.cli.common import (
+    AsUserOpt,
+    ConfigOpt,
+    JsonOpt,
+    cli_scope,
+    console,
+    err_console,
+    list_by_default,
+    load_cli_settings,
+)
 from knowledge.report import FileResult
 from knowledge.report import Progress as IngestProgress
 
@@ -77,16 +86,22 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
                    strict: bool = typer.Option(False, help="Exit non-zero if any file failed."),
                    reindex: bool = typer.Option(False, help="Rebuild the whole index (after an embedding "
                                                 "model change): every folder indexed so far, and FOLDER."),
+                   collection: Annotated[str | None, typer.Option(
+                       help="The collection the files go to (who may read them: `appliance collections grant`). "
+                            "Default: files keep theirs; new files go to `default`, which everyone reads.")] = None,
                    config: ConfigOpt = None) -> None:
     """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
     from appliance.server.documents import DocumentsService
     from appliance.server.services import indexed_roots
+    from knowledge.access import check_collection
 
     settings = load_cli_settings(config)
     folders = [folder.expanduser().resolve()]
+    if collection is not None:
+        check_collection(collection)  # before any work, and before handing off
     server = handoff.serving(settings.data_path)
     if server is not None:
-        _ingest_through(server, folders[0], reindex, strict)
+        _ingest_through(server, folders[0], reindex, strict, collection)
         return
     if reindex:  # the rebuild drops every folder's entries, so every folder is read again
         folders += [r for r in indexed_roots(settings) if r not in folders]
@@ -101,13 +116,14 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
             continue
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err_console, transient=True) as bar:
-            reports.append(documents.ingest(root, _RichProgress(bar)).summary())
+            reports.append(documents.ingest(root, _RichProgress(bar), collection if root == folders[0] else None)
+                           .summary())
         print_report(reports[-1])
     if strict and any(r["counts"]["failed"] for r in reports):
         raise typer.Exit(1)
 
 
-def _ingest_through(server: dict, folder: Path, reindex: bool, strict: bool) -> None:
+def _ingest_through(server: dict, folder: Path, reindex: bool, strict: bool, collection: str | None) -> None:
     """`appliance ingest` beside a running server: the server does the work (one writer per index)."""
     if reindex:
         raise handoff.HandoffError(f"the appliance server (pid {server.get('pid', '?')}) is running: a full "
@@ -116,7 +132,7 @@ def _ingest_through(server: dict, folder: Path, reindex: bool, strict: bool) -> 
         raise handoff.HandoffError(f"{folder}: not a folder")
     _say_handing_off(server, f"indexes {folder} (progress in its log and the Documents tab)")
     with err_console.status("indexing on the server…"):
-        summary = handoff.ingest(server, folder)
+        summary = handoff.ingest(server, folder, collection)
     print_report(summary)
     if strict and summary["counts"]["failed"]:
         raise typer.Exit(1)
@@ -144,16 +160,21 @@ def print_report(report: dict) -> None:
 @docs_app.command("list")
 def docs_list(config: ConfigOpt = None) -> None:
     """Every known file with its status, chunk count and error."""
-    table = Table("source", "kind", "status", "chunks", "error", "root")
-    for rec in _documents(config).list():
-        table.add_row(rec.source, rec.kind or "-", rec.status, str(len(rec.chunk_ids)), rec.error or "", rec.root)
+    from knowledge.access import EVERYTHING
+
+    table = Table("source", "collection", "kind", "status", "chunks", "error", "root")
+    for rec in _documents(config).list(EVERYTHING):
+        table.add_row(rec.source, rec.collection, rec.kind or "-", rec.status, str(len(rec.chunk_ids)),
+                      rec.error or "", rec.root)
     console.print(table)
 
 
 @docs_app.command("stats")
 def docs_stats(config: ConfigOpt = None) -> None:
     """Totals: files by status, chunks, vectors, embedding model."""
-    console.print_json(json.dumps(_documents(config).stats()))
+    from knowledge.access import EVERYTHING
+
+    console.print_json(json.dumps(_documents(config).stats(EVERYTHING)))
 
 
 @docs_app.command("remove")
@@ -173,12 +194,13 @@ def docs_remove(path: Annotated[str, typer.Argument(help="Absolute path, or sour
 def search_command(query: Annotated[str, typer.Argument(help="The question.")],
                    k: Annotated[int, typer.Option("-k", help="How many chunks.")] = 5,
                    path: Annotated[str | None, typer.Option(help="Only sources under this path.")] = None,
-                   as_json: JsonOpt = False,
+                   as_json: JsonOpt = False, as_user: AsUserOpt = None,
                    config: ConfigOpt = None) -> None:
     """Retrieve the chunks that best answer a question (hybrid dense + BM25)."""
     from knowledge.retrieve import Retriever
 
-    hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path)
+    scope = cli_scope(load_cli_settings(config), as_user)
+    hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path, scope=scope)
     if as_json:
         print(json.dumps([{"source": h.source, "page": h.page, "heading": h.heading, "score": h.score,
                            "similarity": h.similarity, "text": h.text, "also_in": h.also_in} for h in hits],

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from appliance.cli.common import ConfigOpt, JsonOpt, console, err_console, load_cli_settings
+from appliance.cli.common import AsUserOpt, ConfigOpt, JsonOpt, cli_scope, console, err_console, load_cli_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -21,12 +21,13 @@ def register(app: typer.Typer) -> None:
 def summarize_command(document: Annotated[str, typer.Argument(help="An indexed source (as `docs list` shows it, "
                                                                    "or its file name), or a file on disk.")],
                       max_tokens: Annotated[int, typer.Option(help="Longest summary in tokens.")] = 512,
-                      as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+                      as_json: JsonOpt = False, as_user: AsUserOpt = None, config: ConfigOpt = None) -> None:
     """Summarise one whole document: each section, then the summaries, with page citations."""
-    document_answer(document, None, max_tokens, as_json, config)
+    document_answer(document, None, max_tokens, as_json, config, as_user)
 
 
-def document_answer(document: str, question: str | None, max_tokens: int, as_json: bool, config) -> None:
+def document_answer(document: str, question: str | None, max_tokens: int, as_json: bool, config,
+                    as_user: str | None = None) -> None:
     """Map-reduce over `document` (summary when `question` is None): progress on stderr, the answer
     streamed to stdout, its section citations below. Beside a running server its engine does the work
     (map calls as background requests). Ctrl-C cancels the calls in flight."""
@@ -37,7 +38,9 @@ def document_answer(document: str, question: str | None, max_tokens: int, as_jso
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)
-    chunks = find_document(kb.db, kb.cfg.name, document)
+    scope = cli_scope(settings, as_user)
+    # A file on disk is the operator's own; `--as USER` answers from that user's documents only.
+    chunks = find_document(kb.db, kb.cfg.name, document, as_user is None, scope=scope)
     stop = threading.Event()
     with chat_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
@@ -51,7 +54,7 @@ def document_answer(document: str, question: str | None, max_tokens: int, as_jso
                 def progress(stage: str, done: int, total: int) -> None:
                     label = "reading sections" if stage == "map" else "combining notes"
                     bar.update(task, description=label, completed=done, total=total)
-                prepared = service.prepare(sections, question, progress, stop)
+                prepared = service.prepare(sections, question, progress, stop, scope=scope)
             params = chat.answer_params("terminal", max_tokens=max_tokens)
             if as_json:
                 text = "".join(chat.stream(prepared, params))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from appliance.cli.common import ConfigOpt, console, err_console, load_cli_settings
+from appliance.cli.common import AsUserOpt, ConfigOpt, cli_scope, console, err_console, load_cli_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -61,12 +61,12 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 doc: Annotated[str | None, typer.Option("--doc", help="Answer from this whole document (every "
                                                         "section read, not the top chunks): an indexed source "
                                                         "or a file.")] = None,
-                config: ConfigOpt = None) -> None:
+                as_user: AsUserOpt = None, config: ConfigOpt = None) -> None:
     """Ask the knowledge base from the terminal: streamed answer, citations below."""
     if doc is not None:
         from appliance.cli.longdoc import document_answer
 
-        return document_answer(doc, question, max_tokens, False, config)
+        return document_answer(doc, question, max_tokens, False, config, as_user)
     from appliance.engine.backend import open_backend
     from appliance.server.services import chat_service, open_kb
     from knowledge.retrieve import Retriever
@@ -75,7 +75,7 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
     kb = open_kb(settings)
     with open_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
-        prepared = chat.prepare([{"role": "user", "content": question}])
+        prepared = chat.prepare([{"role": "user", "content": question}], scope=cli_scope(settings, as_user))
         for delta in chat.stream(prepared, chat.answer_params("terminal", max_tokens=max_tokens)):
             sys.stdout.write(delta)
             sys.stdout.flush()

@@ -12,6 +12,8 @@ from appliance.cli.common import ConfigOpt, console, err_console, list_by_defaul
 users_app = typer.Typer(no_args_is_help=False, help="Accounts and API keys.")
 key_app = typer.Typer(no_args_is_help=True, help="API keys of a user.")
 users_app.add_typer(key_app, name="key")
+group_app = typer.Typer(no_args_is_help=False, help="Groups of users (what they may read: `appliance collections`).")
+users_app.add_typer(group_app, name="group")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,11 +33,43 @@ def _read_password(stdin: bool, confirm: bool = True) -> str:
     return typer.prompt("Password", hide_input=True, confirmation_prompt=confirm)
 
 
+def _access(config):
+    from appliance.server.access import AccessStore
+
+    settings = load_cli_settings(config)
+    # Membership does not need the index; the collection list is only consulted by grants.
+    return AccessStore(settings.data_path / "users.db", dict)
+
+
 @users_app.command("list")
 def users_list(config: ConfigOpt = None) -> None:
-    """Users, roles and active key counts."""
+    """Users, roles, groups and active key counts."""
+    access = _access(config)
     for user, keys in _users(config).list():
-        console.print(f"{user.name}\t{user.role}\t{keys} active key(s)")
+        groups = ", ".join(access.groups_of(user.name)) or "no group"
+        console.print(f"{user.name}\t{user.role}\t{groups}\t{keys} active key(s)")
+
+
+@group_app.command("add")
+def group_add(group: str, user: str, config: ConfigOpt = None) -> None:
+    """Put USER in GROUP (created on first use)."""
+    _access(config).add_member(group, user)
+    err_console.print(f"{user} is now in group {group}")
+
+
+@group_app.command("remove")
+def group_remove(group: str, user: str, config: ConfigOpt = None) -> None:
+    """Take USER out of GROUP; their open sessions lose its collections on the next request."""
+    _access(config).remove_member(group, user)
+    err_console.print(f"{user} is no longer in group {group}")
+
+
+@group_app.command("list")
+def group_list(config: ConfigOpt = None) -> None:
+    """Groups with their members and grants."""
+    for group, members, grants in _access(config).groups():
+        given = ", ".join(f"{c} ({lvl})" for c, lvl in grants) or "no collection"
+        console.print(f"{group}\tmembers: {', '.join(members) or '-'}\tmay read: {given}")
 
 
 @users_app.command("add")
@@ -79,3 +113,4 @@ def key_revoke(key: Annotated[str, typer.Argument(help="The key, its id, or a us
 
 
 list_by_default(users_app, users_list)
+list_by_default(group_app, group_list)

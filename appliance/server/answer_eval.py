@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from appliance.server.chat import ChatService
+from knowledge.access import EVERYTHING
 from knowledge.evaluate import answerable, expected_sources, normalise
 from knowledge.terms import is_cjk_text
 
@@ -38,7 +39,7 @@ def evaluate_answers(chat: ChatService, items: list[dict], max_tokens: int = 256
     rows: list[dict] = []
     in_flight: deque = deque()
     for n, item in enumerate(items):
-        prepared = chat.prepare([{"role": "user", "content": item["question"]}])
+        prepared = chat.prepare([{"role": "user", "content": item["question"]}], scope=EVERYTHING)
         # The product's sampling, with a fixed seed per question so two runs compare like for like.
         params = chat.answer_params("eval", max_tokens=max_tokens, seed=n)
         in_flight.append((item, prepared, chat.submit(prepared, params)))
@@ -95,7 +96,7 @@ def calibrate_gate(chat: ChatService, items: list[dict]) -> dict:
     for item in items:
         question = item["question"]
         lang = "zh" if is_cjk_text(question) else "en"
-        hits = chat.retriever.search(question, k=chat.cfg.top_k) if chat.retriever else []
+        hits = chat.retriever.search(question, k=chat.cfg.top_k, scope=EVERYTHING) if chat.retriever else []
         scores[lang].append((chat.relevance(question, hits, lang), answerable(item)))
     out = {}
     for lang, pairs in sorted(scores.items()):

@@ -15,6 +15,7 @@ from appliance.config import Settings
 from appliance.server import documents_api, openai_api, prometheus, wire
 from appliance.server.auth import CLIENT_ADDRESS, User
 from appliance.server.deps import admin_user, current_user, services
+from appliance.server.headers import add_security_headers
 from appliance.server.services import Services
 
 access_log = logging.getLogger("appliance.access")
@@ -29,6 +30,7 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
     app.include_router(openai_api.root_router)
     app.include_router(documents_api.router)
     _add_error_handlers(app)
+    add_security_headers(app, settings.server.https_proxy)
     _add_access_log(app)
 
     @app.get("/healthz")

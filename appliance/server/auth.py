@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.errors import ApplianceError
+from appliance.server import access
 from appliance.server.db import open_db
 
 # OWASP's scrypt minimum (N=2^17, r=8, p=1): 128 MiB and a few hundred ms per hash. Older hashes
@@ -131,6 +132,8 @@ class UserStore:
 
     def __init__(self, path: Path) -> None:
         self._conn = open_db(path, SCHEMA)
+        with self._conn:
+            access.seed(self._conn)  # groups live beside the accounts; a new account joins `everyone`
         self._lock = threading.Lock()
         self.throttle = LoginThrottle()
 
@@ -144,6 +147,7 @@ class UserStore:
             try:
                 self._conn.execute("INSERT INTO users VALUES (?, ?, ?, ?)",
                                    (name, hash_password(password), "admin" if admin else "user", time.time()))
+                access.join_default_group(self._conn, name)
             except sqlite3.IntegrityError:
                 raise AuthError(f"user {name!r} already exists") from None
         return User(name, "admin" if admin else "user")
@@ -154,6 +158,7 @@ class UserStore:
                 raise AuthError(f"no user {name!r}")
             self._conn.execute("UPDATE api_keys SET revoked = ? WHERE user = ? AND revoked IS NULL",
                                (time.time(), name))
+            access.forget_user(self._conn, name)
 
     def set_password(self, name: str, password: str) -> None:
         if len(password) < 8:

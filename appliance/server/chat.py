@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
 from appliance.engine.sequence import SamplingParams
+from knowledge.access import Scope
 from knowledge.retrieve import Hit, Retriever, coverage
 from knowledge.terms import is_cjk_text
 
@@ -24,6 +25,10 @@ SYSTEM_PROMPT = (
 )
 NOT_COVERED = {"en": "The documents do not cover this question. The nearest sources are listed below.",
                "zh": "文档中没有涉及这个问题。下面列出了最接近的来源。"}
+NO_ACCESS = {"en": "You have access to no documents yet: your account is in no group with a collection. "
+                   "Ask an administrator to add you to one (`appliance users group add GROUP USER`).",
+             "zh": "你目前无权访问任何文档：你的账户不属于任何有文档集合的用户组。请联系管理员把你加入一个用户组"
+                   "（`appliance users group add GROUP USER`）。"}
 
 
 # Small models answering from excerpts tend to loop on one sentence. DRY penalises extending a
@@ -70,15 +75,18 @@ class ChatService:
         self.retriever = retriever
         self.cfg = cfg or RagSettings()
 
-    def prepare(self, messages: list[dict], rag: bool = True) -> Prepared:
-        """Retrieve for the last user message and build the prompt (or the not-covered answer)."""
+    def prepare(self, messages: list[dict], rag: bool = True, *, scope: Scope) -> Prepared:
+        """Retrieve for the last user message among the collections `scope` may read, and build the
+        prompt (or the not-covered answer). `scope` has no default: every caller says who asks."""
         if not messages or messages[-1].get("role") != "user":
             raise ValueError("the last message must come from the user")
         question = str(messages[-1]["content"])
         lang = "zh" if is_cjk_text(question) else "en"
         if not rag or self.retriever is None:
             return Prepared(list(messages), lang=lang)
-        hits = self.retriever.search(question, k=self.cfg.top_k)
+        if scope.is_empty:
+            return Prepared([], [], covered=False, lang=lang, fixed=NO_ACCESS[lang])
+        hits = self.retriever.search(question, k=self.cfg.top_k, scope=scope)
         citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
         if self.relevance(question, hits, lang) < self._threshold(lang):
             return Prepared([], citations[:3], covered=False, lang=lang)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from appliance.locks import WriterLock
 from knowledge import shared
+from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.ingest import ingest
 from knowledge.integrity import repair
@@ -60,36 +61,41 @@ class DocumentsService:
         with self._in_process, WriterLock(self.kb.data_dir, self._on_wait):
             yield
 
-    # -- reads ---------------------------------------------------------------------------
-    def list(self) -> list[FileRecord]:
-        """Every known file (indexed or failed), by root then source."""
-        return sorted(self.kb.db.files(self.kb.cfg.name).values(), key=lambda r: (r.root, r.source))
+    # -- reads (each for one reader's scope) -----------------------------------------------
+    def list(self, scope: Scope) -> list[FileRecord]:
+        """Every known file (indexed or failed) that `scope` may see, by root then source."""
+        return sorted(self.kb.db.files(self.kb.cfg.name, scope=scope).values(), key=lambda r: (r.root, r.source))
 
-    def find(self, ref: str) -> list[FileRecord]:
-        """Files matching an absolute path or a source path as listed."""
+    def find(self, ref: str, scope: Scope) -> list[FileRecord]:
+        """Files `scope` may see matching an absolute path or a source path as listed."""
         ref = ref.strip()
         if not ref:
             return []
         absolute = str(Path(ref).expanduser().resolve()) if ref.startswith(("/", "~")) else None
-        return [r for r in self.list() if r.path == absolute or r.source == ref.strip("/")]
+        return [r for r in self.list(scope) if r.path == absolute or r.source == ref.strip("/")]
 
-    def stats(self) -> dict:
-        """Totals: files by status, chunks, vectors, embedding model."""
+    def stats(self, scope: Scope) -> dict:
+        """Totals of what `scope` may see: files by status, chunks (and, for everything, vectors)."""
         by_status: dict[str, int] = {}
-        for r in self.list():
+        files = self.list(scope)
+        for r in files:
             by_status[r.status] = by_status.get(r.status, 0) + 1
         kb = self.kb
-        return {"knowledge_base": kb.cfg.name, "files": by_status, "chunks": kb.db.chunk_count(kb.cfg.name),
-                "vectors": kb.store.count(), "embedding_model": kb.embedder.model_id,
-                "chunk_tokens": kb.chunk_budget}
+        out = {"knowledge_base": kb.cfg.name, "files": by_status, "embedding_model": kb.embedder.model_id,
+               "chunk_tokens": kb.chunk_budget}
+        if scope.is_everything:
+            return {**out, "chunks": kb.db.chunk_count(kb.cfg.name), "vectors": kb.store.count(),
+                    "collections": kb.db.collections(kb.cfg.name)}
+        return {**out, "chunks": sum(len(r.chunk_ids) for r in files),
+                "collections": {c: n for c, n in kb.db.collections(kb.cfg.name).items() if scope.allows(c)}}
 
     # -- writes --------------------------------------------------------------------------
-    def ingest(self, folder: Path, progress: Progress | None = None) -> IngestReport:
-        """Index a folder (incremental)."""
+    def ingest(self, folder: Path, progress: Progress | None = None, collection: str | None = None) -> IngestReport:
+        """Index a folder (incremental) into `collection` (None: files keep theirs, new ones go to default)."""
         with self._writer():
             self.counters.running = True
             try:
-                report = ingest(self.kb, folder, progress)
+                report = ingest(self.kb, folder, progress, collection=collection)
             finally:
                 self.counters.running = False
         self.counters.add(report)
@@ -99,12 +105,12 @@ class DocumentsService:
         """Remove matching documents from the index; an uploaded copy is deleted too, so a
         re-index does not bring it back. Raises KnowledgeError when nothing matches."""
         with self._writer():
-            matches = self.find(ref)
+            matches = self.find(ref, EVERYTHING)  # administrators and the operator only
             if not matches:
                 raise KnowledgeError(f"no indexed document {ref!r} (see appliance docs list)")
             for rec in matches:
                 shared.remove(self.kb, rec)
-                if Path(rec.root) == self.uploads_dir.resolve():
+                if Path(rec.root) == self.uploads_for(rec.collection).resolve():
                     Path(rec.path).unlink(missing_ok=True)
         return matches
 
@@ -115,27 +121,36 @@ class DocumentsService:
 
     def reindex(self, progress: Progress | None = None) -> list[IngestReport]:
         """Bring every known folder up to date (changed files re-read, deleted ones removed)."""
-        roots = sorted({r.root for r in self.list()})
+        roots = sorted({r.root for r in self.list(EVERYTHING)})
         return [self.ingest(Path(root), progress) for root in roots if Path(root).is_dir()]
 
-    def upload(self, files: Iterable[tuple[str, Path]], progress: Progress | None = None) -> IngestReport:
-        """Copy (name, temp path) pairs into the uploads folder under safe names, then index it.
+    def uploads_for(self, collection: str) -> Path:
+        """The folder a collection's uploads are kept in (`uploads/` for default, as before)."""
+        if collection == DEFAULT_COLLECTION:
+            return self.uploads_dir
+        return self.uploads_dir.parent / "uploads-by-collection" / check_collection(collection)
+
+    def upload(self, files: Iterable[tuple[str, Path]], progress: Progress | None = None,
+               collection: str = DEFAULT_COLLECTION) -> IngestReport:
+        """Copy (name, temp path) pairs into `collection`'s uploads folder under safe names, then index it.
+        The caller has checked that the uploader may write `collection`.
 
         A name already taken by different content gets a version suffix (`report (2).pdf`), never a
         silent overwrite; the same content again is left as it is.
         """
-        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        folder = self.uploads_for(collection)
+        folder.mkdir(parents=True, exist_ok=True)
         for name, tmp in files:
-            target = _free_name(self.uploads_dir / safe_name(name), Path(tmp))
+            target = _free_name(folder / safe_name(name), Path(tmp))
             if target is None:
                 continue
             try:
                 shutil.copyfile(tmp, target)
             except OSError as e:
                 target.unlink(missing_ok=True)  # no half-copied upload left to be indexed later
-                raise IndexWriteError(f"could not save {safe_name(name)} in {self.uploads_dir}: {e.strerror or e}",
+                raise IndexWriteError(f"could not save {safe_name(name)} in {folder}: {e.strerror or e}",
                                       disk_full=e.errno == errno.ENOSPC) from None
-        return self.ingest(self.uploads_dir, progress)
+        return self.ingest(folder, progress, collection)
 
 
 def safe_name(name: str) -> str:

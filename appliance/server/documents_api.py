@@ -1,7 +1,8 @@
 """`/v1/documents`: list, upload, remove and re-index over HTTP, through the documents service.
 
-Reads are for any user with a key; uploads follow `upload_requires_admin`; remove and re-index are
-for administrators. Ingest work runs in a thread so the event loop keeps serving chat.
+Reads are for any user with a key and show the collections that user may read; uploads follow
+`upload_requires_admin` and go to a collection the uploader may write; remove and re-index are for
+administrators. Ingest work runs in a thread so the event loop keeps serving chat.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, UploadFile
+from fastapi import APIRouter, Depends, Form, UploadFile
 from pydantic import BaseModel
 
 from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.deps import admin_user, current_user, local_admin, services
 from appliance.server.services import Services
+from knowledge.access import DEFAULT_COLLECTION, check_collection
 from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.manifest import FileRecord
 from knowledge.report import IngestReport
@@ -27,7 +29,7 @@ _CHUNK = 1 << 20
 
 def _record(r: FileRecord) -> dict:
     return {"source": r.source, "root": r.root, "kind": r.kind, "status": r.status,
-            "chunks": len(r.chunk_ids), "error": r.error, "size": r.size}
+            "chunks": len(r.chunk_ids), "error": r.error, "size": r.size, "collection": r.collection}
 
 
 def _report(r: IngestReport) -> dict:
@@ -36,21 +38,34 @@ def _report(r: IngestReport) -> dict:
 
 @router.get("")
 def list_documents(user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
-    return {"object": "list", "data": [_record(r) for r in svc.documents.list()],
-            "stats": svc.documents.stats()}
+    scope = svc.access.scope_for(user)
+    return {"object": "list", "data": [_record(r) for r in svc.documents.list(scope)],
+            "stats": svc.documents.stats(scope)}
 
 
 @router.post("")
-async def upload_documents(files: list[UploadFile], user: User = Depends(current_user),
-                           svc: Services = Depends(services)) -> dict:
+async def upload_documents(files: list[UploadFile], collection: str = Form(DEFAULT_COLLECTION),
+                           user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
     if svc.settings.upload_requires_admin and not user.is_admin:
         raise wire.ApiError(403, "uploads are for administrators (upload_requires_admin)", "forbidden",
                             "permission_error")
+    check_writable(svc, user, collection)
     limit = int(svc.settings.knowledge.max_file_mb * 2**20)
     with tempfile.TemporaryDirectory(prefix="appliance-upload-") as tmp:
         saved = [(f.filename or "upload", await _save(f, Path(tmp) / str(i), limit)) for i, f in enumerate(files)]
-        report = await _write(svc.documents.upload, saved)
+        report = await _write(svc.documents.upload, saved, None, collection)
     return _report(report)
+
+
+def check_writable(svc: Services, user: User, collection: str) -> None:
+    """403 unless `user` may add documents to `collection` (400 for a name that cannot be one)."""
+    try:
+        check_collection(collection)
+    except KnowledgeError as e:
+        raise wire.ApiError(400, str(e), "invalid_collection") from None
+    if collection not in svc.access.writable(user):
+        raise wire.ApiError(403, f"you may not add documents to collection {collection!r}", "forbidden",
+                            "permission_error")
 
 
 async def _write(fn, *args):
@@ -85,6 +100,7 @@ async def remove_document(source: str, user: User = Depends(admin_user), svc: Se
 
 class FolderIngest(BaseModel):
     folder: str
+    collection: str | None = None
 
 
 @router.post("/ingest")
@@ -95,7 +111,9 @@ async def ingest_folder(body: FolderIngest, user: User = Depends(local_admin),
     folder = Path(body.folder).expanduser()
     if not folder.is_absolute() or not folder.is_dir():
         raise wire.ApiError(400, f"{body.folder}: not an absolute path to a folder on the server", "invalid_folder")
-    return _report(await _write(svc.documents.ingest, folder.resolve()))
+    if body.collection is not None:
+        check_writable(svc, user, body.collection)
+    return _report(await _write(svc.documents.ingest, folder.resolve(), None, body.collection))
 
 
 @router.post("/reindex")

@@ -28,6 +28,7 @@ from appliance.engine.backend import ChatBackend, complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
 from appliance.server.chat import SYSTEM_PROMPT, Prepared, page_label, question_turn
+from knowledge.access import Scope
 from knowledge.chunking import Chunk
 from knowledge.retrieve import Retriever
 from knowledge.terms import is_cjk_text
@@ -109,11 +110,12 @@ def _section(parts: list[Chunk]) -> Section:
     return Section(parts[0].source, "\n\n".join(p.text for p in parts if p.text), pages, heading)
 
 
-def find_document(db, kb: str, ref: str, files_on_disk: bool = True) -> list[Chunk]:
-    """The chunks of one document: an indexed source (as listed, by absolute path, or by a unique file
-    name), else (`files_on_disk`, the command line only) a readable file, loaded and chunked here."""
+def find_document(db, kb: str, ref: str, files_on_disk: bool = True, *, scope: Scope) -> list[Chunk]:
+    """The chunks of one document that `scope` may read: an indexed source (as listed, by absolute
+    path, or by a unique file name), else (`files_on_disk`, the command line only) a readable file,
+    loaded and chunked here. A document of another collection is "no indexed document", as if absent."""
     ref = ref.strip()
-    files = [r for r in db.files(kb).values() if r.status == "done"]
+    files = [r for r in db.files(kb, scope=scope).values() if r.status == "done"]
     absolute = str(Path(ref).expanduser().resolve()) if ref else ""
     matches = [r for r in files if r.path == absolute or r.source == ref.strip("/")]
     if not matches and ref:
@@ -167,8 +169,9 @@ class LongDocService:
         return sections(chunks, self.count, self.cfg.section_tokens)
 
     def prepare(self, secs: list[Section], question: str | None = None, progress: Progress | None = None,
-                stop: threading.Event | None = None) -> Prepared:
-        """Map and reduce; returns the final turn, ready for ChatService.stream/astream (citations = notes)."""
+                stop: threading.Event | None = None, *, scope: Scope) -> Prepared:
+        """Map and reduce; returns the final turn, ready for ChatService.stream/astream (citations = notes).
+        `scope`: who asks (the passages retrieved beside the notes come from what they may read)."""
         stop = stop or threading.Event()
         lang = "zh" if is_cjk_text(question or secs[0].text) else "en"
         task = question or SUMMARY_TASK[lang]
@@ -178,7 +181,8 @@ class LongDocService:
         system = _MAP_QUESTION.format(question=question) if question else _MAP_SUMMARY
         notes = self._map(system, secs, progress, stop)
         if question:
-            notes = [n for n in notes if NOTHING not in n["text"].upper()] + self._passages(question, secs[0].source)
+            notes = [n for n in notes if NOTHING not in n["text"].upper()]
+            notes += self._passages(question, secs[0].source, scope)
             if not notes:
                 fixed = {"en": f"The document {secs[0].source} does not cover this question.",
                          "zh": f"文档 {secs[0].source} 中没有涉及这个问题。"}[lang]
@@ -187,12 +191,12 @@ class LongDocService:
                 return self._final(self._select(notes, question), task, lang)
         return self._final(self._reduce(notes, task, progress, stop), task, lang)
 
-    def _passages(self, question: str, source: str) -> list[dict]:
+    def _passages(self, question: str, source: str, scope: Scope) -> list[dict]:
         """The indexed document's own chunks that retrieval ranks best for the question: exact text
         beside the notes, which a small model paraphrases (measured on the dev corpus)."""
         if self.retriever is None:
             return []
-        hits = self.retriever.search(question, k=max(2, self.cfg.max_notes), path_prefix=source)
+        hits = self.retriever.search(question, k=max(2, self.cfg.max_notes), path_prefix=source, scope=scope)
         return [_note(h.source, [h.page] if h.page else [], h.heading, h.text) for h in hits if h.source == source]
 
     def _select(self, notes: list[dict], question: str) -> list[dict]:

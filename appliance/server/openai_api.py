@@ -23,6 +23,7 @@ from appliance.server.chat import Prepared, rag_sampling
 from appliance.server.deps import current_user, services
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
+from knowledge.access import Scope
 
 RAG_MODEL, SUMMARIZE_MODEL = FRONT_MODELS  # RAG; the whole `document` summarised (server.longdoc)
 router = APIRouter(prefix="/v1")
@@ -86,7 +87,9 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
         params = body.params(user.name)
         if body.model == RAG_MODEL:  # the RAG model's own anti-repetition defaults (README: The API)
             params = rag_sampling(params)
-        prepared = await asyncio.to_thread(svc.chat.prepare, body.plain_messages(), body.model == RAG_MODEL)
+        scope = svc.access.scope_for(user)  # per request: a revoked grant counts from the next question
+        prepared = await asyncio.to_thread(lambda: svc.chat.prepare(body.plain_messages(), body.model == RAG_MODEL,
+                                                                    scope=scope))
         # In a thread: a remote backend waits here for its cluster to accept the request.
         req = await asyncio.to_thread(svc.chat.submit, prepared, params)
     citations = prepared.citations if body.model == RAG_MODEL else None
@@ -141,8 +144,10 @@ async def document_completion(body: wire.ChatRequest, user: User, svc: Services)
                             "invalid_request")
     if body.model not in (RAG_MODEL, SUMMARIZE_MODEL):
         raise wire.ApiError(400, f"`document` works with {RAG_MODEL} and {SUMMARIZE_MODEL}", "invalid_request")
-    try:  # indexed documents only: the API never reads a path on the server's disk
-        chunks = await asyncio.to_thread(find_document, svc.kb.db, svc.kb.cfg.name, body.document, False)
+    scope = svc.access.scope_for(user)
+    try:  # indexed documents the caller may read only: the API never reads a path on the server's disk
+        chunks = await asyncio.to_thread(lambda: find_document(svc.kb.db, svc.kb.cfg.name, body.document, False,
+                                                               scope=scope))
     except DocumentError as e:
         raise wire.ApiError(404, str(e), "document_not_found") from None
     question = None if body.model == SUMMARIZE_MODEL else str(body.plain_messages()[-1]["content"])
@@ -151,11 +156,12 @@ async def document_completion(body: wire.ChatRequest, user: User, svc: Services)
         sections = await asyncio.to_thread(svc.longdoc.split, chunks)
     stop = threading.Event()
     if body.stream:
-        return StreamingResponse(_document_stream(body, user, svc, sections, question, params, stop),
+        return StreamingResponse(_document_stream(body, user, svc, sections, question, params, stop, scope),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     try:
         with api_errors():
-            prepared = await asyncio.to_thread(svc.longdoc.prepare, sections, question, None, stop)
+            prepared = await asyncio.to_thread(lambda: svc.longdoc.prepare(sections, question, None, stop,
+                                                                           scope=scope))
             req = await asyncio.to_thread(svc.chat.submit, prepared, params)
     finally:
         stop.set()  # a client gone mid-map cancels this coroutine: the calls in flight stop too
@@ -163,11 +169,14 @@ async def document_completion(body: wire.ChatRequest, user: User, svc: Services)
 
 
 async def _document_stream(body: wire.ChatRequest, user: User, svc: Services, sections: list, question: str | None,
-                           params, stop: threading.Event):
+                           params, stop: threading.Event, scope: Scope):
     loop, updates = asyncio.get_running_loop(), asyncio.Queue()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        loop.call_soon_threadsafe(updates.put_nowait, f"{stage} {done}/{total}")
+
     work = asyncio.ensure_future(asyncio.to_thread(
-        svc.longdoc.prepare, sections, question,
-        lambda stage, done, total: loop.call_soon_threadsafe(updates.put_nowait, f"{stage} {done}/{total}"), stop))
+        lambda: svc.longdoc.prepare(sections, question, progress, stop, scope=scope)))
     try:
         yield wire.sse_comment(f"sections {len(sections)}")
         while not work.done():

@@ -10,6 +10,7 @@ from pathlib import Path
 from appliance.config import Settings
 from appliance.engine.backend import ChatBackend
 from appliance.engine.scheduler import background_cap
+from appliance.server.access import AccessStore
 from appliance.server.auth import UserStore
 from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
@@ -37,6 +38,7 @@ class Services:
     history: HistoryStore
     documents: DocumentsService
     longdoc: LongDocService
+    access: AccessStore
     local_token: str = ""  # set by `serve`: the command line's key (appliance.locks.ServerLease)
 
     def close(self) -> None:
@@ -53,9 +55,15 @@ def build_services(settings: Settings, engine: ChatBackend | None = None) -> Ser
     retriever = Retriever(kb)
     engine = engine or open_backend(settings)
     chat = chat_service(settings, engine, retriever)
-    return Services(settings, engine, kb, retriever, chat, UserStore(data / "users.db"),
-                    HistoryStore(data / "users.db"), DocumentsService(kb, data / "uploads"),
-                    longdoc_service(settings, chat, kb))
+    users = UserStore(data / "users.db")
+    return Services(settings, engine, kb, retriever, chat, users, HistoryStore(data / "users.db"),
+                    DocumentsService(kb, data / "uploads"), longdoc_service(settings, chat, kb),
+                    open_access(settings, kb.db))
+
+
+def open_access(settings: Settings, db: KnowledgeDB) -> AccessStore:
+    """Groups and grants, checked against the collections the index knows."""
+    return AccessStore(settings.data_path / "users.db", lambda: db.collections(settings.knowledge.collection))
 
 
 def longdoc_service(settings: Settings, chat: ChatService, kb: KnowledgeBase) -> LongDocService:
