@@ -13,8 +13,19 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from appliance.cli import (backup, batch, collections, config, knowledge, longdoc, measure, models, quantize, serve,
-                           users)
+from appliance.cli import (
+    backup,
+    batch,
+    collections,
+    config,
+    knowledge,
+    longdoc,
+    measure,
+    models,
+    quantize,
+    serve,
+    users,
+)
 from appliance.cli.common import err_console
 from appliance.errors import ApplianceError
 from knowledge.errors import KnowledgeError

@@ -3,16 +3,19 @@ behind an HTTPS reverse proxy.
 
 The policy is what the Gradio page needs and no more, measured in Chromium (tests/test_browser_security.py
 counts the CSP violations of a session through every tab: there must be none). Gradio writes its
-configuration into an inline script and styles elements inline, hence 'unsafe-inline' for both;
-everything else is served from this origin. Nothing may frame the app (`frame-ancestors 'none'`,
-and X-Frame-Options for older browsers): the chat cannot be clickjacked.
+configuration into an inline script and styles elements inline, hence 'unsafe-inline' for both, and
+its HTML component (our Sources panel) renders its template with `new Function`, hence 'unsafe-eval'
+(measured: without it the panel shows "Evaluating a string as JavaScript violates the following
+Content Security Policy directive"). Scripts still come only from this origin. Nothing may frame
+the app (`frame-ancestors 'none'`, and X-Frame-Options for older browsers): the chat cannot be
+clickjacked.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
 
-PAGE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+PAGE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data: blob:; font-src 'self' data:; media-src 'self' blob:; connect-src 'self'; "
             "worker-src 'self' blob:; object-src 'none'; base-uri 'self'; form-action 'self'; "
             "frame-ancestors 'none'")
