@@ -111,5 +111,5 @@ def running_server(data_dir: Path) -> dict | None:
 def server_url(server: dict) -> str:
     """The base URL a local client reaches the server at (a wildcard bind means loopback)."""
     host = server.get("host") or "127.0.0.1"
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # nosec B104 - a comparison, not a bind
     return f"http://{'[' + host + ']' if ':' in host else host}:{server.get('port', 8000)}"

@@ -18,7 +18,9 @@ from knowledge.errors import KnowledgeError
 DEFAULT_COLLECTION = "default"
 # Lower-case letters, digits, '-' and '_': a collection name ends up in folder names (uploads),
 # SQL parameters and vector metadata, and must never be read as a path.
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+COLLECTION_NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+COLLECTION_FIELD = r"^([a-z0-9][a-z0-9_-]{0,62})?$"  # a form field: empty means the default collection
+_NAME = re.compile(COLLECTION_NAME)
 
 
 def check_collection(name: str) -> str:

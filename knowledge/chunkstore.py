@@ -68,8 +68,9 @@ class ChunkStore:
         digests = list(dict.fromkeys(digests))
         for start in range(0, len(digests), 500):
             part = digests[start:start + 500]
+            # nosec justification: only '?' placeholders are formatted in; every value is bound.
             for d, cid, path in self.conn.execute(
-                    f"SELECT digest, id, path FROM chunks WHERE kb = ? AND collection = ? AND same_as IS NULL "
+                    f"SELECT digest, id, path FROM chunks WHERE kb = ? AND collection = ? AND same_as IS NULL "  # nosec B608
                     f"AND digest IN ({','.join('?' * len(part))}) ORDER BY rowid", [kb, collection, *part]):
                 if path not in exclude_paths:
                     out.setdefault(d, cid)
@@ -101,10 +102,11 @@ class ChunkStore:
         where, params = scope.sql("collection")
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
+            # nosec justification: '?' placeholders and Scope.sql's fixed column name only; values are bound.
             for r in self.conn.execute(
-                    f'SELECT same_as, id, source, page, heading, title, text, start, "end", path, collection '
+                    f'SELECT same_as, id, source, page, heading, title, text, start, "end", path, collection '  # nosec B608
                     f'FROM chunks WHERE same_as IN ({",".join("?" * len(part))}){where} ORDER BY rowid',
-                    [*part, *params]):  # nosec B608 - placeholders and a fixed column name only
+                    [*part, *params]):  # placeholders and a fixed column name only
                 out.setdefault(r[0], []).append({"id": r[1], **_row(r[2:])})
         return out
 
@@ -152,7 +154,7 @@ class ChunkStore:
         position in it."""
         where, params = scope.sql("collection")
         rows = self.conn.execute(f'SELECT id, source, page, heading, text FROM chunks WHERE kb = ?{where} '
-                                 'ORDER BY source, start, rowid', [kb, *params]).fetchall()  # nosec B608
+                                 'ORDER BY source, start, rowid', [kb, *params]).fetchall()  # nosec B608 - Scope.sql
         return [{"id": r[0], "source": r[1], "page": r[2], "heading": r[3] or "", "text": r[4]} for r in rows]
 
     def of_file(self, kb: str, path: str) -> list[Chunk]:

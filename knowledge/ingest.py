@@ -261,8 +261,8 @@ def write_error(kb: KnowledgeBase, report: IngestReport, e: BaseException) -> In
 
 def chunk_id(path: str, chunk: Chunk) -> str:
     """Deterministic: the same file and content always give the same ids (upserts are idempotent)."""
-    src = hashlib.sha1(path.encode()).hexdigest()[:12]
-    body = hashlib.sha1(chunk.text.encode()).hexdigest()[:12]
+    src = hashlib.sha1(path.encode(), usedforsecurity=False).hexdigest()[:12]
+    body = hashlib.sha1(chunk.text.encode(), usedforsecurity=False).hexdigest()[:12]
     return f"{src}-{body}-{chunk.index}"
 
 

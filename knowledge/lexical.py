@@ -67,6 +67,7 @@ class LexicalIndex:
         df = dict.fromkeys(unique, 0)
         if unique:
             marks = ",".join("?" * len(unique))
-            df.update(self.conn.execute(f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", unique))
+            sql = f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})"  # nosec B608 - placeholders
+            df.update(self.conn.execute(sql, unique))
         return {t: math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1.0) for t in unique}
 

@@ -62,6 +62,7 @@ class Manifest:
     def files(self, kb: str, root: str | None = None, scope: Scope = EVERYTHING) -> dict[str, FileRecord]:
         """Every file of `kb` (under `root` when given) that `scope` may see, keyed by absolute path."""
         where, params = scope.sql("collection")
+        # nosec justification: a fixed column list and Scope.sql's placeholders; every value is bound.
         sql = f"SELECT {_COLUMNS} FROM files WHERE kb = ?" + (" AND root = ?" if root else "") + where  # nosec B608
         rows = self.conn.execute(sql, [kb, *([root] if root else []), *params]).fetchall()
         return {r[0]: _record(r) for r in rows}
@@ -79,7 +80,8 @@ class Manifest:
 
     def get(self, kb: str, path: str) -> FileRecord | None:
         """One file by path (a primary-key lookup, not a scan)."""
-        row = self.conn.execute(f"SELECT {_COLUMNS} FROM files WHERE kb = ? AND path = ?", (kb, path)).fetchone()
+        sql = f"SELECT {_COLUMNS} FROM files WHERE kb = ? AND path = ?"  # nosec B608 - a fixed column list
+        row = self.conn.execute(sql, (kb, path)).fetchone()
         return _record(row) if row else None
 
     def journal(self, kb: str, rec: FileRecord, new_ids: list[str]) -> None:

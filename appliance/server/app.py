@@ -9,13 +9,15 @@ import uuid
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from appliance.config import Settings
 from appliance.server import documents_api, openai_api, prometheus, wire
 from appliance.server.auth import CLIENT_ADDRESS, User
 from appliance.server.deps import admin_user, current_user, services
 from appliance.server.headers import add_security_headers
+from appliance.server.openapi_doc import add_method_not_allowed, api_schema
 from appliance.server.services import Services
 
 access_log = logging.getLogger("appliance.access")
@@ -26,10 +28,12 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
     and calls the same `svc`."""
     app = FastAPI(title="appliance", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = svc
+    app.state.models = openai_api.model_names(svc)  # named in the OpenAPI schema
     app.include_router(openai_api.router)
     app.include_router(openai_api.root_router)
     app.include_router(documents_api.router)
     _add_error_handlers(app)
+    add_method_not_allowed(app)
     add_security_headers(app, settings.server.https_proxy)
     _add_access_log(app)
 
@@ -44,9 +48,15 @@ def create_app(settings: Settings, svc: Services) -> FastAPI:
                              "running": snap["running"], "waiting": snap["waiting"]},
                             status_code=200 if status == "ok" else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     def metrics(user: User = Depends(current_user)) -> Response:
         return Response(prometheus.render(svc), media_type="text/plain; version=0.0.4")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(user: User = Depends(current_user)) -> JSONResponse:
+        """The API's OpenAPI schema, for clients and API testers (for any user with a key; the
+        interactive docs stay off)."""
+        return JSONResponse(api_schema(app))
 
     @app.get("/admin/stats")
     def admin_stats(user: User = Depends(admin_user), s: Services = Depends(services)) -> dict:
@@ -60,6 +70,13 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: wire.ApiError) -> JSONResponse:
         return JSONResponse(wire.error_body(exc.message, exc.code, exc.type), status_code=exc.status,
                             headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own errors (a body that is not JSON, say) in the same format as every other one.
+        return JSONResponse(wire.error_body(str(exc.detail), "invalid_request" if exc.status_code == 400 else
+                                            "http_error", "invalid_request_error"), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -217,7 +217,7 @@ class UserStore:
 
     def keys(self, name: str | None = None) -> list[tuple[str, str, bool]]:
         """(key id, user, active) for listing; the keys themselves are never stored."""
-        rows = self._conn.execute("SELECT id, user, revoked IS NULL FROM api_keys" +
+        rows = self._conn.execute("SELECT id, user, revoked IS NULL FROM api_keys" +  # nosec B608 - fixed text
                                   (" WHERE user = ?" if name else "") + " ORDER BY created",
                                   (name,) if name else ()).fetchall()
         return [(i, u, bool(a)) for i, u, a in rows]

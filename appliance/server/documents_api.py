@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, UploadFile
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends, File, Form, UploadFile
+from pydantic import BaseModel, Field
 
 from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.deps import admin_user, current_user, local_admin, services
 from appliance.server.services import Services
-from knowledge.access import DEFAULT_COLLECTION, check_collection
+from knowledge.access import COLLECTION_FIELD, COLLECTION_NAME, DEFAULT_COLLECTION, check_collection
 from knowledge.errors import IndexWriteError, KnowledgeError
 from knowledge.manifest import FileRecord
 from knowledge.report import IngestReport
@@ -44,7 +45,8 @@ def list_documents(user: User = Depends(current_user), svc: Services = Depends(s
 
 
 @router.post("")
-async def upload_documents(files: list[UploadFile], collection: str = Form(DEFAULT_COLLECTION),
+async def upload_documents(files: Annotated[list[UploadFile], File(min_length=1)],
+                           collection: str = Form(DEFAULT_COLLECTION, pattern=COLLECTION_FIELD),
                            user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
     if svc.settings.upload_requires_admin and not user.is_admin:
         raise wire.ApiError(403, "uploads are for administrators (upload_requires_admin)", "forbidden",
@@ -100,8 +102,8 @@ async def remove_document(source: str, user: User = Depends(admin_user), svc: Se
 
 
 class FolderIngest(BaseModel):
-    folder: str
-    collection: str | None = None
+    folder: str = Field(pattern="^/", description="An absolute path on the server's own disk.")
+    collection: str | None = Field(None, pattern=COLLECTION_NAME)
 
 
 @router.post("/ingest")
@@ -109,9 +111,9 @@ async def ingest_folder(body: FolderIngest, user: User = Depends(local_admin),
                         svc: Services = Depends(services)) -> dict:
     """Index a folder on the server's own disk: for `appliance ingest` run beside a running server
     (the local token only, so a network admin cannot make the server read arbitrary paths)."""
-    folder = Path(body.folder).expanduser()
-    if not folder.is_absolute() or not folder.is_dir():
-        raise wire.ApiError(400, f"{body.folder}: not an absolute path to a folder on the server", "invalid_folder")
+    folder = Path(body.folder)
+    if not folder.is_dir():
+        raise wire.ApiError(404, f"{body.folder}: no such folder on the server", "folder_not_found")
     if body.collection is not None:
         check_writable(svc, user, body.collection)
     return _report(await _write(svc.documents.ingest, folder.resolve(), None, body.collection))

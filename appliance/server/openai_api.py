@@ -40,10 +40,15 @@ def _log_result(cid: str, user: str, model: str, result) -> None:
                          "ttft_ms": round((s.ttft or 0) * 1000, 1), "tpot_ms": round((s.tpot or 0) * 1000, 1)}))
 
 
+def model_names(svc: Services) -> list[str]:
+    """The models this server answers to: RAG, whole-document, and the engine's own model."""
+    return [RAG_MODEL, SUMMARIZE_MODEL, svc.engine.model_name]
+
+
 @router.get("/models")
 def list_models(user: User = Depends(current_user), svc: Services = Depends(services)) -> dict:
     now = int(time.time())
-    names = [RAG_MODEL, SUMMARIZE_MODEL, svc.engine.model_name]
+    names = model_names(svc)
     return {"object": "list", "data": [{"id": n, "object": "model", "created": now, "owned_by": "appliance"}
                                        for n in names]}
 

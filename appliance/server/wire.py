@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +35,8 @@ class ContentPart(BaseModel):
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    role: str
+    # The roles every chat template takes (appliance.engine.chat_template), stated in the schema.
+    role: Literal["system", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = ""
 
     def text(self) -> str:
@@ -92,7 +94,7 @@ class ChatRequest(BaseModel):
     speculative: bool | int | None = Field(None, description="false, true or draft tokens (0-16)")
     # An indexed document to answer from whole (map-reduce over its sections): with appliance-rag the
     # last user message is the question; appliance-summarize summarises it. OpenAI SDK: extra_body.
-    document: str | None = None
+    document: str | None = Field(None, min_length=1)
 
     def grammar_text(self) -> str:
         """The grammar this request's output must follow ("" for free text)."""
@@ -139,12 +141,12 @@ class TokenizeRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     model: str = ""
-    messages: list[Message] | None = None
+    messages: list[Message] = Field(min_length=1)  # chat prompts only
 
 
 class EmbeddingRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    input: str | list[str]
+    input: str | Annotated[list[str], Field(min_length=1, max_length=2048)]
     model: str = ""
 
 
