@@ -83,6 +83,28 @@ def test_the_vector_store_filters_inside_its_query(kb):
     assert ids and {r["collection"] for r in rows.values()} == {"default"}
 
 
+def test_a_chroma_server_filters_the_same_way(tmp_path, embedder):
+    """The scaled-out front-end keeps its vectors on a Chroma server: the `where` runs there."""
+    from appliance.bench.server import start_chroma
+
+    proc, url = start_chroma(tmp_path / "chroma" / "store")
+    try:
+        for folder, text in (("pub", PUBLIC), ("hr", SALARY)):
+            (tmp_path / folder).mkdir()
+            (tmp_path / folder / f"{folder}.md").write_text(text)
+        kb = open_kb(tmp_path / "data", embedder, chroma_url=url)
+        ingest(kb, tmp_path / "pub")
+        ingest(kb, tmp_path / "hr", collection="hr")
+        vector = kb.embedder.encode([SALARY_Q])[0]
+        rows = kb.db.chunks_by_id([h.id for h in kb.store.query(vector, 10, PUB)])
+        assert rows and {r["collection"] for r in rows.values()} == {"default"}
+        assert Retriever(kb).search(SALARY_Q, k=3, scope=HR)[0].source == "hr.md"
+        kb.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_a_folder_keeps_its_collection_when_an_outer_folder_is_ingested(tmp_path, embedder):
     (tmp_path / "docs" / "hr").mkdir(parents=True)
     (tmp_path / "docs" / "canteen.md").write_text(PUBLIC)
