@@ -19,7 +19,7 @@ OUT="$(cd "$OUT" && pwd)"
   || { echo "apt-get download failed (run apt-get update first)" >&2; exit 1; }
 for deb in "$TMP"/*.deb; do dpkg-deb -x "$deb" "$TMP/x"; done
 D="$TMP/x/usr/share/doc"
-mkdir -p "$OUT"/{en/faq,zh/faq,en/maint-guide,zh/maint-guide,pdf,txt,docx,hostile}
+mkdir -p "$OUT"/{en/faq,zh/faq,en/maint-guide,zh/maint-guide,pdf,txt,docx}
 cp "$D"/debian/FAQ/*.en.html "$OUT/en/faq/"
 cp "$D"/debian/FAQ/zh-cn/*.zh-cn.html "$OUT/zh/faq/"
 cp "$D"/maint-guide/html/*.en.html "$OUT/en/maint-guide/"
@@ -28,28 +28,8 @@ zcat "$D/debian/FAQ/debian-faq.en.pdf.gz" > "$OUT/pdf/debian-faq.en.pdf"
 cp "$D/maint-guide-zh-cn/maint-guide.zh-cn.pdf" "$OUT/pdf/maint-guide.zh-cn.pdf"
 zcat "$D/maint-guide/maint-guide.en.txt.gz" > "$OUT/txt/maint-guide.en.txt"
 zcat "$D/debian/FAQ/debian-faq.zh-cn.txt.gz" > "$OUT/txt/debian-faq.zh-cn.txt"
-# A DOCX conversion of the English FAQ (paragraphs from its text version).
+# A DOCX conversion of the English FAQ (paragraphs from its text version), then the hostile files.
 zcat "$D/debian/FAQ/debian-faq.en.txt.gz" > "$TMP/faq.txt"
-"$PY" - "$TMP/faq.txt" "$OUT/docx/debian-faq.en.docx" <<'PYEOF'
-import re, sys
-from docx import Document
-doc = Document()
-for block in re.split(r"\n\s*\n", open(sys.argv[1], encoding="utf-8").read()):
-    text = " ".join(block.split())
-    if re.match(r"^\d+(\.\d+)*\. \S", text) and len(text) < 120:
-        doc.add_heading(text, level=min(3, text.split(" ")[0].count(".")))
-    elif text:
-        doc.add_paragraph(text)
-doc.save(sys.argv[2])
-PYEOF
-# Hostile files: keyword stuffing, an exact duplicate, empty, truncated and fake files.
-"$PY" -c "
-import random; random.seed(7)
-words = 'backup server restore archive network firewall kernel package install upgrade debian release'.split()
-print(' '.join(random.choice(words) for _ in range(330000)))" > "$OUT/hostile/keywords.txt"
-cp "$OUT/en/faq/pkgtools.en.html" "$OUT/hostile/copy-of-pkgtools.html"
-: > "$OUT/hostile/empty.txt"
-head -c 20000 "$OUT/pdf/debian-faq.en.pdf" > "$OUT/hostile/truncated.pdf"
-head -c 4096 /dev/urandom > "$OUT/hostile/random.docx"
-printf 'plain text\0with NUL\0bytes\n' > "$OUT/hostile/nul.txt"
+"$PY" "$ROOT/scripts/corpus_tools.py" docx "$TMP/faq.txt" "$OUT/docx/debian-faq.en.docx"
+"$PY" "$ROOT/scripts/corpus_tools.py" hostile "$OUT/hostile" "$OUT/en/faq/pkgtools.en.html" "$OUT/pdf/debian-faq.en.pdf"
 echo "dev corpus in $OUT: $(find "$OUT" -type f | wc -l) files, $(du -sh "$OUT" | cut -f1)"
