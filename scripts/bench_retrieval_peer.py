@@ -16,50 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.cli.common import load_cli_settings  # noqa: E402
 from appliance.server.services import open_kb  # noqa: E402
-from knowledge.errors import LoaderError  # noqa: E402
 from knowledge.evaluate import evaluate, load_qa  # noqa: E402
-from knowledge.loaders import load, supported  # noqa: E402
+from knowledge.peer import DenseWindows  # noqa: E402
 from knowledge.retrieve import Retriever  # noqa: E402
-
-
-@dataclass
-class PeerHit:
-    text: str
-    source: str
-    also_in: list[str] = field(default_factory=list)
-
-
-class DenseWindows:
-    """Fixed character windows, one embedding each, cosine top-k: the simplest RAG retriever."""
-
-    def __init__(self, root: Path, embedder, chars: int, overlap: int) -> None:
-        self.embedder = embedder
-        self.windows: list[PeerHit] = []
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and supported(p)):
-            try:
-                doc = load(path, path.read_bytes())
-            except (LoaderError, OSError):
-                continue
-            text = "\n\n".join(s.text for s in doc.sections)
-            step = max(1, chars - overlap)
-            source = path.relative_to(root).as_posix()
-            self.windows += [PeerHit(text[i:i + chars], source) for i in range(0, max(1, len(text) - overlap), step)
-                             if text[i:i + chars].strip()]
-        self.vectors = embedder.encode([w.text for w in self.windows])
-
-    def search(self, query: str, k: int = 5, mode: str = "dense") -> list[PeerHit]:
-        sims = self.vectors @ self.embedder.encode([query])[0]
-        return [self.windows[i] for i in np.argsort(-sims)[:k]]
 
 
 def main() -> int:

@@ -215,15 +215,32 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
             console.print("    [dim]also in: " + escape(", ".join(h.also_in)) + "[/]", highlight=False)
 
 
+_SuiteOpt = Annotated[Path | None, typer.Option(help="A suite file (TOML, one corpus table per corpus: name, "
+                                                 "folder, qa): every corpus, ours against the peer, min and mean.")]
+_RootOpt = Annotated[Path | None, typer.Option(help="With --suite: where the corpus folders are.")]
+_WorkOpt = Annotated[Path | None, typer.Option(help="With --suite: where each corpus's index is kept "
+                                                    "(default: DATA/eval-suite).")]
+_PeerOpt = Annotated[bool, typer.Option(help="With --suite: also score the simplest peer.")]
+_OutOpt = Annotated[Path | None, typer.Option(help="With --suite: write the figures (JSON) here.")]
+
+
 @eval_app.command("retrieval")
-def eval_retrieval(qa: Annotated[Path, typer.Argument(help="JSONL of {question, answer_contains, source}.")],
+def eval_retrieval(qa: Annotated[Path | None, typer.Argument(help="JSONL of {question, answer_contains, source}.")]
+                   = None,
                    mode: Annotated[str, typer.Option(help="hybrid, dense or lexical (one side alone).")] = "hybrid",
-                   as_json: JsonOpt = False,
-                   config: ConfigOpt = None) -> None:
-    """Recall@1/5/10 and MRR over a QA file, overall and per language."""
+                   suite: _SuiteOpt = None, root: _RootOpt = None, work: _WorkOpt = None, peer: _PeerOpt = True,
+                   out: _OutOpt = None, as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+    """Recall@1/5/10 and MRR over a QA file, overall and per language; or over a suite of corpora."""
     from knowledge.evaluate import evaluate, load_qa
     from knowledge.retrieve import Retriever
 
+    if suite is not None:
+        from appliance.cli.eval_suite import run_suite
+
+        run_suite(suite, root, work, peer, as_json, out, config)
+        return
+    if qa is None:
+        raise typer.BadParameter("give a QA file, or --suite FILE")
     result = evaluate(Retriever(_kb(config)), load_qa(qa), mode)
     if as_json:
         print(json.dumps(result))
@@ -280,7 +297,7 @@ def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and
     settings = load_cli_settings(config)
     # Retrieval and the gate only: the chat model is not loaded, but its registered facts size the
     # prompt (how many excerpts the gate sees) as the server would.
-    model = _NoEngine(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)
+    model = NoEngine(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)
     result = calibrate_gate(chat_service(settings, model, Retriever(open_kb(settings))), load_qa(qa))
     if as_json:
         print(json.dumps({lang: {k: v for k, v in m.items() if k != "scores"} for lang, m in result.items()}))
@@ -292,7 +309,7 @@ def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and
     console.print(table)
 
 
-class _NoEngine:
+class NoEngine:
     """Stands in for the chat model where only retrieval and the gate run."""
 
     model_name = "none"
