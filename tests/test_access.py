@@ -76,11 +76,39 @@ def test_documents_batch_rows_and_whole_document_answers_are_scoped(kb):
     assert select_items(kb.db, kb.cfg.name, tmpl, ["salaries.md"], scope=PUB) == []
 
 
-def test_the_vector_store_filters_inside_its_query(kb):
+def test_the_vector_store_filters_by_the_readers_collections(kb):
     vector = kb.embedder.encode([SALARY_Q])[0]
     ids = [h.id for h in kb.store.query(vector, 10, PUB)]
     rows = kb.db.chunks_by_id(ids)
     assert ids and {r["collection"] for r in rows.values()} == {"default"}
+
+
+def test_both_ways_of_a_scoped_vector_search_return_the_readers_nearest_only(tmp_path, embedder):
+    """Most of the index readable: the nearest are over-fetched and filtered by label. A small part
+    readable: too few of the nearest are, so Chroma filters inside its query. Both give only the
+    reader's chunks, and the same ones as Chroma's own filtered search."""
+    from knowledge.store import OVERFETCH, _hits
+
+    for c in range(4):
+        (tmp_path / f"c{c}").mkdir()
+        for n in range(12):
+            (tmp_path / f"c{c}" / f"n{n}.md").write_text(f"# Note {c}-{n}\n\nRoom {n} of wing {c} holds "
+                                                        f"{n * 7 + c} chairs and {c + 2} windows.\n")
+    kb = open_kb(tmp_path / "data", embedder)
+    for c in range(4):
+        ingest(kb, tmp_path / f"c{c}", collection=f"c{c}")
+    vector = kb.embedder.encode(["How many chairs are in room 3 of wing 1?"])[0]
+    for scope in (Scope.of(["c0", "c1", "c2"]), Scope.of(["c3"])):
+        hits = kb.store.query(vector, 5, scope)
+        rows = kb.db.chunks_by_id([h.id for h in hits])
+        assert len(hits) == 5 and {r["collection"] for r in rows.values()} <= set(scope.names)
+        wide = kb.store._col.query(query_embeddings=[vector], n_results=5 * OVERFETCH, include=["metadatas"])
+        readable = sum(m["collection"] in scope.names for m in wide["metadatas"][0])
+        assert (readable >= 5) == (len(scope.names) == 3)  # each scope takes the path it is meant to
+        filtered = kb.store._col.query(query_embeddings=[vector], n_results=5, include=["distances"],
+                                       where=scope.where())
+        assert [h.id for h in hits] == [h.id for h in _hits(filtered)]
+    kb.close()
 
 
 def test_a_chroma_server_filters_the_same_way(tmp_path, embedder):
