@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from appliance.server import wire
 from appliance.server.auth import User
@@ -104,6 +104,14 @@ async def remove_document(source: str, user: User = Depends(admin_user), svc: Se
 class FolderIngest(BaseModel):
     folder: str = Field(pattern="^/", description="An absolute path on the server's own disk.")
     collection: str | None = Field(None, pattern=COLLECTION_NAME)
+
+    @field_validator("folder", mode="before")
+    @classmethod
+    def _absolute(cls, value: object) -> object:
+        """Say what is wrong in words (before the schema's pattern would answer with a regex)."""
+        if isinstance(value, str) and not value.startswith("/"):
+            raise ValueError("must be an absolute path on the server's own disk")
+        return value
 
 
 @router.post("/ingest")
