@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from appliance.errors import ConfigError
 
@@ -142,11 +142,23 @@ class ChatSettings(_Section):
                                "(700 for models under 1B parameters, else 1200).")
     context_tokens: int = Field(1536, ge=256, description="Prompt budget (excerpts, history, question) "
                                 "in chat-model tokens; the oldest history turns are dropped first.")
-    min_similarity: float = Field(0.3, ge=-1, le=1, description="English questions: lowest dense "
-                                  "similarity of the best excerpt before answering 'not covered'.")
-    min_overlap: float = Field(0.3, ge=0, le=1, description="Chinese questions: lowest share of the "
-                               "question's term weight (IDF) found in one excerpt before answering "
-                               "'not covered' (calibrated with `appliance eval gate`).")
+    min_relevance_en: float = Field(0.16, ge=0, le=1, description="English questions: lowest relevance "
+                                    "(the best excerpt's dense similarity times the best share of the "
+                                    "question's term weight found in one excerpt) before answering 'not "
+                                    "covered'; calibrate on your questions with `appliance eval gate`.")
+    min_relevance_zh: float = Field(0.13, ge=0, le=1, description="Chinese questions: the same, "
+                                    "with its own threshold.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        """The gate's old keys scored another signal: say what replaced them rather than 'extra input'."""
+        if isinstance(data, dict):
+            for old, new in (("min_similarity", "min_relevance_en"), ("min_overlap", "min_relevance_zh")):
+                if old in data:
+                    raise ValueError(f"chat.{old} was replaced by chat.{new} (the gate now scores similarity "
+                                     "times term coverage; see the README's configuration table)")
+        return data
 
 
 class QuantizeSettings(_Section):

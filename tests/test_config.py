@@ -47,6 +47,14 @@ def test_invalid_values_name_the_field(env, field):
     assert field in str(e.value)
 
 
+@pytest.mark.parametrize("old,new", [("min_similarity", "min_relevance_en"), ("min_overlap", "min_relevance_zh")])
+def test_the_gates_old_keys_say_what_replaced_them(tmp_path, old, new):
+    path = tmp_path / "appliance.toml"
+    path.write_text(f"[chat]\n{old} = 0.3\n")
+    with pytest.raises(ConfigError, match=f"chat.{old} was replaced by chat.{new}"):
+        load_settings(path, environ={})
+
+
 def test_bad_toml_and_missing_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("port = [")

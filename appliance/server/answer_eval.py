@@ -100,7 +100,7 @@ def calibrate_gate(chat: ChatService, items: list[dict]) -> dict:
         scores[lang].append((chat.relevance(question, hits, lang), answerable(item)))
     out = {}
     for lang, pairs in sorted(scores.items()):
-        current = chat.cfg.min_overlap if lang == "zh" else chat.cfg.min_similarity
+        current = chat.cfg.min_relevance_zh if lang == "zh" else chat.cfg.min_relevance_en
         best = max(sorted({s for s, _ in pairs}), key=lambda t: _balanced(pairs, t), default=current)
         out[lang] = {"n_answerable": sum(a for _, a in pairs), "n_unanswerable": sum(not a for _, a in pairs),
                      "threshold": current, "balanced_accuracy": _balanced(pairs, current),

@@ -81,7 +81,8 @@ def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) 
     info = getattr(engine, "info", None)
     small = info is not None and info.n_params < 1_000_000_000
     rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if small else 1200),
-                      context_tokens=c.context_tokens, min_similarity=c.min_similarity, min_overlap=c.min_overlap)
+                      context_tokens=c.context_tokens, min_relevance_en=c.min_relevance_en,
+                      min_relevance_zh=c.min_relevance_zh)
     return ChatService(engine, retriever, rag)
 
 
