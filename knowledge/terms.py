@@ -18,6 +18,7 @@ from functools import lru_cache
 _CJK_CHARS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _WORD = re.compile(rf"[a-z0-9]+(?:['’][a-z]+)?|[{_CJK_CHARS}]+")
 _CJK = re.compile(rf"[{_CJK_CHARS}]")
+_LATIN_WORD = re.compile(rf"[^\W_{_CJK_CHARS}]+")  # letters and digits of any non-CJK script
 STOPWORDS = frozenset("""
 a an and are as at be been but by can could did do does doing for from had has have how i if in into is it
 its me my no not of on or our please should so than that the their them then there these they this those to
@@ -51,11 +52,18 @@ def _jieba():
 
 
 def is_cjk_text(text: str, threshold: float = 0.3) -> bool:
-    """Whether most letters of `text` are CJK (used to weigh dense vs lexical retrieval)."""
-    letters = [ch for ch in text if ch.isalnum()]
-    if not letters:
+    """Whether `text` is mostly CJK (which weighs dense against lexical retrieval, and picks the gate's
+    threshold and the answer's language).
+
+    A CJK character is about a word of its own, while a Latin word is several letters, so letters
+    are not what to count: "怎样把 Debian 加入 Active Directory 域？" has 6 CJK characters against 21
+    Latin letters, yet is a Chinese question. Each Latin word counts as two CJK characters instead.
+    """
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN_WORD.findall(text))
+    if not cjk + latin:
         return False
-    return sum(1 for ch in letters if _CJK.match(ch)) / len(letters) >= threshold
+    return cjk / (cjk + 2 * latin) >= threshold
 
 
 def cjk_words(run: str) -> list[str]:
