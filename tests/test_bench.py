@@ -90,3 +90,13 @@ def test_verify_cost_script_times_each_step_size(data_dir, tmp_path):
     result = _step_script("verify-cost", tmp_path, "--rows", "1,3", "--repeat", "2")
     assert set(result["step_ms"]) == {"1", "3"} and all(v > 0 for v in result["step_ms"].values())
     assert result["relative"]["1"] == 1.0
+
+
+def test_access_benchmark_times_every_side_on_one_index(data_dir, tmp_path):
+    out = tmp_path / "access.json"
+    subprocess.run([venv_python(), str(ROOT / "scripts" / "bench_access.py"), "--chunks", "40", "--collections", "2",
+                    "--queries", "4", "--out", str(out)], check=True, capture_output=True, timeout=600)
+    result = json.loads(out.read_text())
+    assert result["chunks"] == 40 and result["unfiltered_ratio"] == 1.0
+    for side in ("unfiltered", "half", "one"):
+        assert result[f"{side}_median_ms"] > 0 and result[f"{side}_p95_ms"] >= result[f"{side}_median_ms"]
