@@ -69,3 +69,12 @@ def cli_scope(settings: Settings, as_user: str | None):
         return open_access(settings, db).scope_for(user)
     finally:
         db.close()
+
+
+class NoEngine:
+    """Stands in for the chat model where only retrieval and the gate run."""
+
+    model_name = "none"
+
+    def __init__(self, info) -> None:
+        self.info = info

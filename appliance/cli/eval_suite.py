@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from appliance.cli.common import console, err_console, load_cli_settings
+from appliance.cli.common import NoEngine, console, err_console, load_cli_settings
 from appliance.config import Settings
 
 
@@ -53,7 +53,6 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
 
 def _gate(settings: Settings):
     """The not-covered gate's balanced accuracy per language, as the server would judge (no model loaded)."""
-    from appliance.cli.knowledge import NoEngine
     from appliance.models.registry import ModelRegistry
     from appliance.server.answer_eval import calibrate_gate
     from appliance.server.services import chat_service

@@ -17,6 +17,7 @@ from appliance.cli.common import (
     AsUserOpt,
     ConfigOpt,
     JsonOpt,
+    NoEngine,
     cli_scope,
     console,
     err_console,
@@ -307,15 +308,6 @@ def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and
         table.add_row(lang, str(m["n_answerable"]), str(m["n_unanswerable"]), str(m["threshold"]),
                       str(m["balanced_accuracy"]), str(m["best_threshold"]), str(m["best_balanced_accuracy"]))
     console.print(table)
-
-
-class NoEngine:
-    """Stands in for the chat model where only retrieval and the gate run."""
-
-    model_name = "none"
-
-    def __init__(self, info) -> None:
-        self.info = info
 
 
 list_by_default(docs_app, docs_list)
