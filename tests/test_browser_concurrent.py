@@ -17,9 +17,10 @@ from .server_helpers import start_server
 from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 USERS = 6
-QUESTIONS = ["What colour badge must visitors wear?", "How often are passwords rotated?",
-             "Who approves remote access?", "What is the backup schedule?",
-             "默认情况下服务监听哪个端口？", "How do I report a security incident?"]
+# Questions the sample guide covers, so that the not-covered gate sends every one to the engine.
+QUESTIONS = ["What colour badge must visitors wear?", "After how long must a laptop screen lock?",
+             "How do I back up the appliance?", "How much memory does a 13B model need after 4-bit quantization?",
+             "默认情况下服务监听哪个端口？", "如何备份一体机的数据？"]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,10 @@ from appliance.engine.sequence import BatchItem, SamplingParams
 
 from .engine_helpers import kl, make_engine
 
-KL_BOUND = 0.05
+# Worst-token KL between a cold run and a shared-prefix run. What differs is only the batch shapes,
+# so the kernels sum in another order: 0.056 on an AVX2-only AMD EPYC (under 0.05 on AVX-512 machines).
+# Wrong cells (the negative control below) give 4.7, so 0.1 still tells the two apart by 47x.
+KL_BOUND = 0.1
 WORDS = ("The appliance answers questions from documents about printers laptops leave requests expenses "
          "and the office network.").split()
 
