@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rich.table import Table
@@ -22,7 +23,9 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
     settings = load_cli_settings(config)
     corpora = load_suite(suite, root or suite.parent)
     work = work or settings.data_path / "eval-suite"
-    cfg = kb_config(settings)
+    # Each corpus's index is local, under `work`: a configured Chroma server would hold every
+    # corpus in one collection, and one corpus's documents would answer another's questions.
+    cfg = replace(kb_config(settings), chroma_url="")
     model = settings.resolve(settings.embedding_model) if settings.embedding_model else None
     embedder = Embedder(model or None, batch_size=cfg.embed_batch, backend=cfg.embed_backend)
     gate = _gate(settings)
