@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from knowledge.errors import LoaderError
-from knowledge.loaders import load, supported
+from knowledge.loaders import read_text, supported
 
 
 @dataclass
@@ -34,10 +34,9 @@ class DenseWindows:
         step = max(1, chars - overlap)
         for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and supported(p)):
             try:
-                doc = load(path, path.read_bytes())
+                text = read_text(path)
             except (LoaderError, OSError):
                 continue  # the same files our ingest skips as unreadable
-            text = "\n\n".join(s.text for s in doc.sections)
             source = path.relative_to(root).as_posix()
             self.windows += [PeerHit(text[i:i + chars], source) for i in range(0, max(1, len(text) - overlap), step)
                              if text[i:i + chars].strip()]

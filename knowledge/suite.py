@@ -25,7 +25,7 @@ from knowledge.errors import KnowledgeError, LoaderError
 from knowledge.evaluate import KS, answerable, evaluate, expected_sources, load_qa, normalise
 from knowledge.ingest import ingest
 from knowledge.kb import KnowledgeBase
-from knowledge.loaders import load
+from knowledge.loaders import read_text
 from knowledge.peer import DenseWindows
 from knowledge.retrieve import Retriever
 
@@ -66,9 +66,8 @@ def check_labels(corpus: Corpus, items: list[dict]) -> list[str]:
 
     def text(source: str) -> str:
         if source not in texts:
-            path = corpus.folder / source
             try:
-                texts[source] = normalise(" ".join(s.text for s in load(path, path.read_bytes()).sections))
+                texts[source] = normalise(read_text(corpus.folder / source))
             except (OSError, LoaderError):
                 texts[source] = ""
         return texts[source]
@@ -113,9 +112,7 @@ def summarise(results: dict[str, dict], side: str = "ours") -> dict:
         for lang, m in res.get(side, {}).get("by_lang", {}).items():
             for key in METRICS:
                 by_lang.setdefault(lang, {}).setdefault(key, []).append((m[key], name))
-    return {lang: {key: {"min": min(v)[0], "min_corpus": min(v)[1],
-                         "mean": round(statistics.fmean(x for x, _ in v), 4), "corpora": len(v)}
-                   for key, v in metrics.items()}
+    return {lang: {key: {**_spread(v), "corpora": len(v)} for key, v in metrics.items()}
             for lang, metrics in sorted(by_lang.items())}
 
 
@@ -125,5 +122,10 @@ def gate_summary(results: dict[str, dict]) -> dict:
     for name, res in results.items():
         for lang, m in res.get("gate", {}).items():
             values.setdefault(lang, []).append((m["balanced_accuracy"], name))
-    return {lang: {"min": min(v)[0], "min_corpus": min(v)[1], "mean": round(statistics.fmean(x for x, _ in v), 4)}
-            for lang, v in sorted(values.items())}
+    return {lang: _spread(v) for lang, v in sorted(values.items())}
+
+
+def _spread(values: list[tuple[float, str]]) -> dict:
+    """The minimum of (figure, corpus) pairs, which corpus gives it, and the mean."""
+    low, corpus = min(values)
+    return {"min": low, "min_corpus": corpus, "mean": round(statistics.fmean(x for x, _ in values), 4)}

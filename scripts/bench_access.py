@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_ingest import sentence  # noqa: E402
 
+from appliance.bench.load import pct  # noqa: E402
 from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 from knowledge.access import EVERYTHING, Scope  # noqa: E402
@@ -50,11 +51,6 @@ def build(work: Path, chunks: int, collections: int, rng: random.Random) -> tupl
         report = ingest(kb, folder, collection=f"c{c}")
         print(f"collection c{c}: {report.chunks} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return kb, notes
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 def main() -> int:
@@ -87,7 +83,7 @@ def main() -> int:
                   "queries": args.queries}
         for name, values in times.items():
             result[f"{name}_median_ms"] = round(statistics.median(values), 2)
-            result[f"{name}_p95_ms"] = round(percentile(values, 0.95), 2)
+            result[f"{name}_p95_ms"] = round(pct(values, 0.95), 2)
             result[f"{name}_ratio"] = round(statistics.median(values) / base, 3)
         kb.close()
     write_metrics(args.out, result)

@@ -78,3 +78,11 @@ class NoEngine:
 
     def __init__(self, info) -> None:
         self.info = info
+
+    @classmethod
+    def for_chat_model(cls, settings: Settings) -> NoEngine:
+        """The configured chat model's registered facts, without loading it: they size the prompt
+        (how many excerpts the gate sees) as the server would. Raises when it is not registered."""
+        from appliance.models.registry import ModelRegistry
+
+        return cls(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)

@@ -16,7 +16,6 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
               out: Path | None, config: Path | None) -> dict:
     """Ingest each corpus into its own index under `work`, score it, print the table (or JSON)."""
     from appliance.server.services import kb_config
-    from knowledge.embed import Embedder
     from knowledge.kb import KnowledgeBase
     from knowledge.suite import gate_summary, load_suite, run_corpus, summarise
 
@@ -27,13 +26,14 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
     # corpus in one collection, and one corpus's documents would answer another's questions.
     cfg = replace(kb_config(settings), chroma_url="")
     model = settings.resolve(settings.embedding_model) if settings.embedding_model else None
-    embedder = Embedder(model or None, batch_size=cfg.embed_batch, backend=cfg.embed_backend)
+    embedder = None  # built by the first corpus's knowledge base, as `open_kb` would; the rest share it
     gate = _gate(settings)
     results: dict[str, dict] = {}
     for corpus in corpora:
         err_console.print(f"[bold]{corpus.name}[/]: ingest {corpus.folder} into {work / corpus.name}, then "
                           f"{'ours and the peer' if peer else 'ours'}…", highlight=False)
-        kb = KnowledgeBase(work / corpus.name, cfg, embedder=embedder)
+        kb = KnowledgeBase(work / corpus.name, cfg, embedder=embedder, embedding_model=model)
+        embedder = kb.embedder
         try:
             results[corpus.name] = run_corpus(corpus, kb, peer=peer, gate=gate)
         finally:
@@ -56,17 +56,16 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
 
 def _gate(settings: Settings):
     """The not-covered gate's balanced accuracy per language, as the server would judge (no model loaded)."""
-    from appliance.models.registry import ModelRegistry
     from appliance.server.answer_eval import calibrate_gate
     from appliance.server.services import chat_service
     from knowledge.retrieve import Retriever
 
     try:
-        info = ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info
+        model = NoEngine.for_chat_model(settings)
     except Exception as e:  # noqa: BLE001 - no chat model registered: retrieval is still measured
         err_console.print(f"gate not measured: {e}", highlight=False)
         return None
-    return lambda kb, items: calibrate_gate(chat_service(settings, NoEngine(info), Retriever(kb)), items)
+    return lambda kb, items: calibrate_gate(chat_service(settings, model, Retriever(kb)), items)
 
 
 def _print(report: dict, peer: bool) -> None:

@@ -289,16 +289,13 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
 def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and \"answerable\": false questions.")],
               as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
     """Balanced accuracy of the "not covered" gate per language, and the threshold that maximises it."""
-    from appliance.models.registry import ModelRegistry
     from appliance.server.answer_eval import calibrate_gate
     from appliance.server.services import chat_service, open_kb
     from knowledge.evaluate import load_qa
     from knowledge.retrieve import Retriever
 
     settings = load_cli_settings(config)
-    # Retrieval and the gate only: the chat model is not loaded, but its registered facts size the
-    # prompt (how many excerpts the gate sees) as the server would.
-    model = NoEngine(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)
+    model = NoEngine.for_chat_model(settings)  # retrieval and the gate only: the model is not loaded
     result = calibrate_gate(chat_service(settings, model, Retriever(open_kb(settings))), load_qa(qa))
     if as_json:
         print(json.dumps({lang: {k: v for k, v in m.items() if k != "scores"} for lang, m in result.items()}))

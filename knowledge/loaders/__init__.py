@@ -89,4 +89,10 @@ def load(path: Path, raw: bytes) -> Document:
     return doc
 
 
-__all__ = ["Document", "LoaderError", "Section", "detect_kind", "load", "supported"]
+def read_text(path: Path) -> str:
+    """A file's whole text as the loaders read it, sections joined by blank lines (for measuring
+    against what ingest sees). Raises LoaderError or OSError."""
+    return "\n\n".join(s.text for s in load(path, path.read_bytes()).sections)
+
+
+__all__ = ["Document", "LoaderError", "Section", "detect_kind", "load", "read_text", "supported"]
