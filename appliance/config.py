@@ -148,6 +148,10 @@ class ChatSettings(_Section):
                                     "covered'; calibrate on your questions with `appliance eval gate`.")
     min_relevance_zh: float = Field(0.13, ge=0, le=1, description="Chinese questions: the same, "
                                     "with its own threshold.")
+    answer_style: Literal["auto", "generate", "quote", "hybrid"] = Field(
+        "auto", description="How answers are written: `generate` (the model writes them), `quote` (the "
+        "excerpts' sentences that answer the question, verbatim, no model), `hybrid` (a one-sentence "
+        "generated lead-in, then the quotes); `auto` = quote for models under 1B parameters, else generate.")
 
     @model_validator(mode="before")
     @classmethod

@@ -134,6 +134,12 @@ class ChunkStore:
     def ids(self, kb: str) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE kb = ?", (kb,))}
 
+    def text_after(self, kb: str, source: str, offset: int, chars: int) -> str:
+        """Up to `chars` characters of `source`'s text from `offset` on, from the chunk that holds it."""
+        row = self.conn.execute('SELECT start, text FROM chunks WHERE kb = ? AND source = ? AND start <= ? '
+                                'AND "end" > ? ORDER BY start DESC LIMIT 1', (kb, source, offset, offset)).fetchone()
+        return row[1][offset - row[0]:offset - row[0] + chars] if row else ""
+
     def count(self, kb: str) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM chunks WHERE kb = ?", (kb,)).fetchone()[0]
 

@@ -80,6 +80,10 @@ class KnowledgeDB:
         return self.chunks.of_file(kb, path)
 
     @_locked
+    def text_after(self, kb: str, source: str, offset: int, chars: int = 300) -> str:
+        return self.chunks.text_after(kb, source, offset, chars)
+
+    @_locked
     def chunk_count(self, kb: str) -> int:
         return self.chunks.count(kb)
 

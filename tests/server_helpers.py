@@ -8,6 +8,9 @@ from appliance.bench.server import LocalServer
 from appliance.bench.server import start_server as _start
 
 Server = LocalServer
+# The embedded model quotes by default (no engine work); tests about generation (Stop, busy,
+# batching) ask for written answers.
+GENERATE = {"APPLIANCE_CHAT__ANSWER_STYLE": "generate"}
 
 
 def start_server(tmp: Path, *extra: str, env: dict | None = None, timeout: float = 240,

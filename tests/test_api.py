@@ -37,8 +37,10 @@ def test_models(client):
 
 def test_non_streaming_usage_and_citation(client):
     r = client.chat.completions.create(model="appliance-rag", max_tokens=24, temperature=0, messages=[
-        {"role": "user", "content": "Which port does the server listen on by default?"}])
-    assert r.choices[0].message.content
+        {"role": "user", "content": "Which port does the server listen on by default?"}],
+        extra_body={"answer_style": "generate"})
+    assert r.choices[0].message.content and r.model_extra["answer_style"] == "generate"
+    assert r.model_extra["grounding"]["sentences"] >= r.model_extra["grounding"]["supported"]
     assert r.usage.completion_tokens > 0 and r.usage.prompt_tokens > 100
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
     citations = r.model_extra["citations"]

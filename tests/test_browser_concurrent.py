@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from .server_helpers import start_server
+from .server_helpers import GENERATE, start_server
 from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 USERS = 6
@@ -25,7 +25,7 @@ QUESTIONS = ["What colour badge must visitors wear?", "After how long must a lap
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = start_server(tmp_path_factory.mktemp("ui-many"))
+    s = start_server(tmp_path_factory.mktemp("ui-many"), env=GENERATE)  # batching needs the model to write
     for i in range(USERS):
         s.cli("users", "add", f"user{i}", "--password-stdin", stdin=f"password-{i}\n").check_returncode()
     yield s

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from .server_helpers import start_server
+from .server_helpers import GENERATE, start_server
 from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 LOGIN = "button:has-text('Login'), button:has-text('登录')"
@@ -19,7 +19,8 @@ ANSWERED = ("() => { const b = document.querySelectorAll('#chatbot .message'); "
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = start_server(tmp_path_factory.mktemp("ui-more"))
+    # The model writes the answers here: Stop and the busy message are about generation.
+    s = start_server(tmp_path_factory.mktemp("ui-more"), env=GENERATE)
     s.cli("users", "add", "reader", "--password-stdin", stdin="reader-password\n").check_returncode()
     s.cli("users", "add", "leaver", "--password-stdin", stdin="leaver-password\n").check_returncode()
     yield s
@@ -121,7 +122,7 @@ def test_non_admin_cannot_call_admin_handlers_through_gradio_api(server):
 
 def test_busy_engine_shows_the_retry_message(browser, tmp_path):
     busy = start_server(tmp_path, env={"APPLIANCE_ENGINE__N_SEQ_MAX": "1", "APPLIANCE_ENGINE__MAX_QUEUE": "1",
-                                       "APPLIANCE_ENGINE__N_CTX": "2048"})
+                                       "APPLIANCE_ENGINE__N_CTX": "2048", **GENERATE})
     try:
         pages = [_login(browser, busy, "admin", busy.admin_password)[1] for _ in range(3)]
         for page in pages:

@@ -56,7 +56,7 @@ def test_kill_9_mid_stream_and_mid_upload_loses_nothing(tmp_path):
         admin = {"Authorization": f"Bearer {server.key}"}
 
         # 1. mid-stream: the client sees the connection drop, nothing else.
-        body = {"model": "appliance-rag", "stream": True, "max_tokens": 300,
+        body = {"model": "appliance-rag", "stream": True, "max_tokens": 300, "answer_style": "generate",
                 "messages": [{"role": "user", "content": "How do I back up the appliance?"}]}
         events = 0
         with pytest.raises(httpx.HTTPError), httpx.stream(  # noqa: PT012 - the kill happens mid-iteration

@@ -6,6 +6,7 @@ import gradio as gr
 
 from appliance.engine.errors import EngineError, EngineOverloaded, EngineStopped
 from appliance.server.services import Services
+from knowledge import grounding
 from ui.i18n import say, t
 from ui.render import render_sources
 from ui.session import SessionGuard
@@ -65,6 +66,7 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
                            title=say(request, "busy_title")) from None
         except (EngineError, EngineStopped) as e:  # the engine, or a remote cluster, failed this answer
             raise gr.Error(say(request, "engine_failed", error=str(e)), title=say(request, "busy_title")) from None
+        answer = _grounded(svc, prepared, answer, request)
         cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": answer,
                                                        "citations": prepared.citations}])
         yield [*messages, {"role": "assistant", "content": answer}], html, cid, _choices(svc, user, cid), ""
@@ -99,6 +101,14 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
     new_btn.click(new_chat, None, [chat, sources, conv_id, convs])
     del_btn.click(delete, [conv_id], [chat, sources, conv_id, convs])
     return convs
+
+
+def _grounded(svc: Services, prepared, answer: str, request: gr.Request) -> str:
+    """The answer with ⚠ after each sentence the excerpts do not support, and a note saying so."""
+    checked = svc.chat.ground(prepared, answer)
+    if not any(c.supported is False for c in checked):
+        return answer
+    return grounding.mark(answer, checked) + "\n\n" + say(request, "unsupported_note")
 
 
 def conversations_on_load(svc: Services, guard: SessionGuard):

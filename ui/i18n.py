@@ -40,6 +40,7 @@ EN: dict[str, str] = {
     "summarise": "Summarise", "ask_document": "Ask about this document",
     "doc_progress_map": "Reading the document: section {done} of {total}…",
     "doc_progress_reduce": "Combining notes: {done} of {total}…",
+    "unsupported_note": "⚠ marks a sentence the cited excerpts do not support: check it in the sources.",
 }
 ZH: dict[str, str] = {
     "title": "知识库一体机",
@@ -71,6 +72,7 @@ ZH: dict[str, str] = {
     "summarise": "总结", "ask_document": "就此文档提问",
     "doc_progress_map": "正在阅读文档：第 {done} 节，共 {total} 节…",
     "doc_progress_reduce": "正在合并笔记：{done}/{total}…",
+    "unsupported_note": "⚠ 标出的句子在引用的摘录中找不到依据，请对照来源核实。",
 }
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH})
 

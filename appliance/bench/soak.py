@@ -104,11 +104,16 @@ def _attempt(client: httpx.Client, name: str, call: Callable[[], tuple[int, str]
         time.sleep(1.0)  # a polite client backs off (the server says Retry-After), as the UI does
 
 
+# The soak loads the engine: answers are written by the model even where the server would quote.
+# A plain model ignores the field (extra request fields are allowed).
+_WRITTEN = {"answer_style": "generate"}
+
+
 def _actions(rag: str, plain: str) -> list[tuple[str, Callable]]:
     def chat(model: str, stream: bool, max_tokens: int, events: int | None = None, stop: str | None = None):
         def run(client: httpx.Client, rng: random.Random) -> tuple[int, str]:
             body = {"model": model, "stream": stream, "max_tokens": max_tokens, "temperature": 0.7,
-                    "messages": [{"role": "user", "content": rng.choice(_QUESTIONS)}]}
+                    "messages": [{"role": "user", "content": rng.choice(_QUESTIONS)}], **_WRITTEN}
             if stop:
                 body["stop"] = [stop]
             if not stream:
@@ -136,7 +141,7 @@ def _actions(rag: str, plain: str) -> list[tuple[str, Callable]]:
 
 def _burst_one(url: str, headers: dict, model: str, i: int, record: Callable[..., None]) -> None:
     body = {"model": model, "stream": False, "max_tokens": 24,
-            "messages": [{"role": "user", "content": _QUESTIONS[i % len(_QUESTIONS)]}]}
+            "messages": [{"role": "user", "content": _QUESTIONS[i % len(_QUESTIONS)]}], **_WRITTEN}
     with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
         _attempt(client, "burst", lambda: _post(client, body), record)
 

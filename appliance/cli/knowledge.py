@@ -257,6 +257,8 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
                                                         "answerable?}.")],
                  limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
                  max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 256,
+                 one_user: Annotated[bool, typer.Option("--one-user", help="One question at a time, as one user "
+                                                        "waits (median answer time); default 8 at once.")] = False,
                  as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
     """Run the whole chat (retrieval, prompt, model) per question: answered, declined, cited, correct, loops."""
     from appliance.engine.backend import open_backend
@@ -272,12 +274,12 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
                      console=err_console, transient=True) as bar:
         task = bar.add_task("answers", total=len(items))
         result = evaluate_answers(chat_service(settings, engine, Retriever(open_kb(settings))), items,
-                                  max_tokens, progress=lambda: bar.advance(task))
+                                  max_tokens, progress=lambda: bar.advance(task), window=1 if one_user else 8)
     if as_json:
         print(json.dumps({k: v for k, v in result.items() if k != "rows"}, ensure_ascii=False))
         return
-    keys = ("answered", "declined_ok", "cited_source", "contains_answer", "degenerate", "mean_answer_tokens",
-            "mean_answer_seconds")
+    keys = ("style", "answered", "declined_ok", "cited_source", "contains_answer", "grounded", "degenerate",
+            "mean_answer_tokens", "median_answer_wall_seconds")
     table = Table("set", "answerable", "unanswerable", *keys, title=f"answers ({result['seconds']} s)")
     for name, m in [("all", result), *result["by_lang"].items()]:
         table.add_row(name, str(m["n_answerable"]), str(m["n_unanswerable"]),

@@ -76,10 +76,15 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
     with open_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
         prepared = chat.prepare([{"role": "user", "content": question}], scope=cli_scope(settings, as_user))
+        answer = ""
         for delta in chat.stream(prepared, chat.answer_params("terminal", max_tokens=max_tokens)):
+            answer += delta
             sys.stdout.write(delta)
             sys.stdout.flush()
     print()
+    for c in chat.ground(prepared, answer):
+        if c.supported is False:
+            console.print(f"[yellow]⚠ not in the cited excerpts:[/] {c.text}", highlight=False)
     for c in prepared.citations:
         where = c["source"] + (f" p.{c['page']}" if c["page"] else "") + (f" § {c['heading']}" if c["heading"] else "")
         console.print(f"[dim][{c['n']}] {where}[/]", highlight=False)

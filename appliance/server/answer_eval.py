@@ -7,6 +7,7 @@ are degenerate (loops). Questions are submitted together, so the engine batches 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -34,30 +35,37 @@ def is_degenerate(text: str) -> bool:
 
 def evaluate_answers(chat: ChatService, items: list[dict], max_tokens: int = 256,
                      progress: Callable[[], None] | None = None, window: int = 8) -> dict:
-    """The metrics dict printed by `appliance eval answers --json` (plus per-question rows)."""
+    """The metrics dict printed by `appliance eval answers --json` (plus per-question rows).
+    `window` questions are in flight at once; 1 times answers as one user would wait for them."""
     t0 = time.perf_counter()
     rows: list[dict] = []
     in_flight: deque = deque()
     for n, item in enumerate(items):
+        started = time.perf_counter()
         prepared = chat.prepare([{"role": "user", "content": item["question"]}], scope=EVERYTHING)
         # The product's sampling, with a fixed seed per question so two runs compare like for like.
         params = chat.answer_params("eval", max_tokens=max_tokens, seed=n)
-        in_flight.append((item, prepared, chat.submit(prepared, params)))
+        in_flight.append((chat, item, prepared, chat.submit(prepared, params), started))
         if len(in_flight) >= window:  # stay under the per-user queue cap, keep the engine batching
             rows.append(_collect(*in_flight.popleft(), progress))
     rows.extend(_collect(*run, progress) for run in in_flight)
     by_lang: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_lang[row["lang"]].append(row)
-    return {"n": len(rows), "seconds": round(time.perf_counter() - t0, 2), **_summary(rows),
-            "by_lang": {lang: _summary(r) for lang, r in sorted(by_lang.items())}, "rows": rows}
+    style = chat.cfg.answer_style
+    return {"n": len(rows), "seconds": round(time.perf_counter() - t0, 2), **_summary(rows, style),
+            "by_lang": {lang: _summary(r, style) for lang, r in sorted(by_lang.items())}, "rows": rows}
 
 
-def _collect(item: dict, prepared, req, progress: Callable[[], None] | None) -> dict:
+def _collect(chat: ChatService, item: dict, prepared, req, started: float,
+             progress: Callable[[], None] | None) -> dict:
     result = req.result(timeout=600) if req is not None else None
+    text = result.text + prepared.suffix if result else (prepared.fixed_answer or "")
+    checked = [c.supported for c in chat.ground(prepared, text) if c.supported is not None]
     if progress:
         progress()
-    return _row(item, prepared, result.text if result else (prepared.fixed_answer or ""), result)
+    return {**_row(item, prepared, text, result), "style": prepared.style if prepared.covered else "declined",
+            "judged": len(checked), "supported": sum(checked), "wall": round(time.perf_counter() - started, 3)}
 
 
 def _row(item: dict, prepared, text: str, result) -> dict:
@@ -77,16 +85,19 @@ def _rate(rows: list[dict], key: str) -> float | None:
     return round(sum(r[key] for r in rows) / len(rows), 4) if rows else None
 
 
-def _summary(rows: list[dict]) -> dict:
+def _summary(rows: list[dict], style: str) -> dict:
     yes = [r for r in rows if r["answerable"]]
     no = [r for r in rows if not r["answerable"]]
     answered = [r for r in rows if r["answered"]]
-    return {"n_answerable": len(yes), "n_unanswerable": len(no), "answered": _rate(yes, "answered"),
+    judged = sum(r["judged"] for r in answered)
+    return {"style": style, "grounded": round(sum(r["supported"] for r in answered) / judged, 4) if judged else None,
+            "n_answerable": len(yes), "n_unanswerable": len(no), "answered": _rate(yes, "answered"),
             "declined_ok": round(sum(not r["answered"] for r in no) / len(no), 4) if no else None,
             "cited_source": _rate(yes, "cited_source"), "contains_answer": _rate(yes, "contains_answer"),
             "degenerate": sum(r["degenerate"] for r in answered),
             "mean_answer_tokens": round(sum(r["tokens"] for r in answered) / len(answered), 1) if answered else 0.0,
-            "mean_answer_seconds": round(sum(r["seconds"] for r in answered) / len(answered), 2) if answered else 0.0}
+            "mean_answer_seconds": round(sum(r["seconds"] for r in answered) / len(answered), 2) if answered else 0.0,
+            "median_answer_wall_seconds": round(statistics.median(r["wall"] for r in answered), 3) if answered else 0.0}
 
 
 def calibrate_gate(chat: ChatService, items: list[dict]) -> dict:

@@ -7,15 +7,18 @@ between two questions of the same conversation, so everything before it is serve
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
 from appliance.engine.sequence import SamplingParams
+from knowledge import grounding, quote
 from knowledge.access import Scope
 from knowledge.retrieve import Hit, Retriever, coverage
-from knowledge.terms import is_cjk_text
+from knowledge.terms import is_cjk_text, terms
 
 SYSTEM_PROMPT = (
     "You are the company's document assistant. Answer only from the numbered excerpts in the "
@@ -25,10 +28,19 @@ SYSTEM_PROMPT = (
 )
 NOT_COVERED = {"en": "The documents do not cover this question. The nearest sources are listed below.",
                "zh": "文档中没有涉及这个问题。下面列出了最接近的来源。"}
+EMPTY = {"en": "The knowledge base is empty: there is nothing to answer from yet. Add documents with "
+             "`appliance ingest ./docs` or on the Documents tab.",
+         "zh": "知识库是空的，目前没有可以依据回答的文档。请用 `appliance ingest ./docs` 或在“文档”页添加文档。"}
 NO_ACCESS = {"en": "You have access to no documents yet: your account is in no group with a collection. "
                    "Ask an administrator to add you to one (`appliance users group add GROUP USER`).",
              "zh": "你目前无权访问任何文档：你的账户不属于任何有文档集合的用户组。请联系管理员把你加入一个用户组"
                    "（`appliance users group add GROUP USER`）。"}
+
+QUOTE_LEAD = {"en": "The documents say:", "zh": "文档中的原文："}
+LEAD_PROMPT = {"en": "Answer the question in one short sentence from these excerpts, citing them as [1], [2].",
+               "zh": "请根据这些摘录用一句简短的中文回答问题，并注明引用编号。"}
+ANSWER_STYLES = ("generate", "quote", "hybrid")
+LEAD_TOKENS = 64  # the hybrid style's generated lead-in: one sentence before the quotes
 
 
 # Small models answering from excerpts tend to loop on one sentence. DRY penalises extending a
@@ -50,6 +62,7 @@ class RagSettings:
     min_relevance_zh: float = 0.13   # and for Chinese ones
     context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
     excerpt_chars: int = 1200
+    answer_style: str = "generate"   # generate | quote | hybrid (config "auto" is resolved by the caller)
 
 
 @dataclass
@@ -61,10 +74,20 @@ class Prepared:
     covered: bool = True
     lang: str = "en"
     fixed: str | None = None  # the not-covered text, when not the knowledge base's
+    style: str = "generate"   # which style answers: generate, quote or hybrid
+    quoted: str = ""          # the excerpts' own sentences (quote: the answer; hybrid: after the lead-in)
 
     @property
     def fixed_answer(self) -> str | None:
-        return None if self.covered else (self.fixed or NOT_COVERED[self.lang])
+        """The whole answer when no model runs: not covered, or quoted."""
+        if not self.covered:
+            return self.fixed or NOT_COVERED[self.lang]
+        return f"{QUOTE_LEAD[self.lang]}\n\n{self.quoted}" if self.style == "quote" else None
+
+    @property
+    def suffix(self) -> str:
+        """Text that follows the generated part (the hybrid style's quotes)."""
+        return f"\n\n{self.quoted}" if self.style == "hybrid" else ""
 
 
 class ChatService:
@@ -74,10 +97,15 @@ class ChatService:
         self.backend = backend
         self.retriever = retriever
         self.cfg = cfg or RagSettings()
+        if self.cfg.answer_style not in ANSWER_STYLES:
+            raise ValueError(f"answer style must be one of {', '.join(ANSWER_STYLES)}, not {self.cfg.answer_style!r}")
+        self.counts: Counter[str] = Counter()  # answers by style, sentences by grounding (Prometheus)
+        self._lock = threading.Lock()
 
-    def prepare(self, messages: list[dict], rag: bool = True, *, scope: Scope) -> Prepared:
+    def prepare(self, messages: list[dict], rag: bool = True, *, scope: Scope, style: str | None = None) -> Prepared:
         """Retrieve for the last user message among the collections `scope` may read, and build the
-        prompt (or the not-covered answer). `scope` has no default: every caller says who asks."""
+        prompt (or the not-covered or quoted answer) in `style` (default: the configured one).
+        `scope` has no default: every caller says who asks."""
         if not messages or messages[-1].get("role") != "user":
             raise ValueError("the last message must come from the user")
         question = str(messages[-1]["content"])
@@ -87,13 +115,46 @@ class ChatService:
         if scope.is_empty:
             return Prepared([], [], covered=False, lang=lang, fixed=NO_ACCESS[lang])
         hits = self.retriever.search(question, k=self.cfg.top_k, scope=scope)
+        if not hits and not self.retriever.kb.db.chunk_count(self.retriever.kb.cfg.name):
+            return Prepared([], [], covered=False, lang=lang, fixed=EMPTY[lang])
         citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
         if self.relevance(question, hits, lang) < self._threshold(lang):
             return Prepared([], citations[:3], covered=False, lang=lang)
         history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
-        turn = question_turn(question, citations, lang)
         system = {"role": "system", "content": SYSTEM_PROMPT}
-        return Prepared(self._fit(system, history, turn), citations, lang=lang)
+        style = style or self.cfg.answer_style
+        quotes = self.quotes(question, citations, lang) if style != "generate" else []
+        if not quotes:
+            return Prepared(self._fit(system, history, question_turn(question, citations, lang)), citations, lang=lang)
+        quoted = quote.render(quotes)
+        if style == "quote":
+            return Prepared([], citations, lang=lang, style="quote", quoted=quoted)
+        turn = {"role": "user", "content": f"{quoted}\n\nQuestion: {question}\n{LEAD_PROMPT[lang]}"}
+        return Prepared(self._fit(system, history, turn), citations, lang=lang, style="hybrid", quoted=quoted)
+
+    def quotes(self, question: str, citations: list[dict], lang: str) -> list[quote.Quote]:
+        """The excerpts' sentences that answer `question` (empty without a knowledge base)."""
+        if self.retriever is None:
+            return []
+        kb = self.retriever.kb
+        excerpts = [(c["n"], quote.sentence_end(c["text"], kb.db.text_after(kb.cfg.name, c["source"],
+                                                                            c["start"] + len(c["text"]))))
+                    for c in citations]
+        return quote.pick(question, excerpts, lang, kb.db.idf(terms(question)), kb.embedder.encode)
+
+    def ground(self, prepared: Prepared, answer: str) -> list[grounding.Checked]:
+        """Each sentence of `answer` checked against the excerpts it was given (and counted for
+        Prometheus). Nothing to check when no excerpt was given (not covered, or no retrieval)."""
+        if not prepared.covered or not prepared.citations or self.retriever is None:
+            return []
+        checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],
+                                  self.retriever.kb.db.idf)
+        with self._lock:
+            self.counts[f"style:{prepared.style}"] += 1
+            for c in checked:
+                if c.supported is not None:
+                    self.counts["supported" if c.supported else "unsupported"] += 1
+        return checked
 
     def relevance(self, question: str, hits: list[Hit], lang: str) -> float:
         """How well the excerpts cover the question, 0..1: the gate compares this to a threshold.
@@ -128,8 +189,10 @@ class ChatService:
 
     def submit(self, prepared: Prepared, params: SamplingParams) -> Request | None:
         """Start generation; None when the answer is the fixed not-covered text."""
-        if not prepared.covered:
+        if prepared.fixed_answer is not None:
             return None
+        if prepared.style == "hybrid":
+            params = replace(params, max_tokens=min(params.max_tokens, LEAD_TOKENS))
         return self.backend.submit(prepared.messages, params)
 
     def stream(self, prepared: Prepared, params: SamplingParams) -> Iterator[str]:
@@ -142,6 +205,8 @@ class ChatService:
             yield from req
         finally:
             req.cancel()  # no-op when finished; frees the KV when the consumer stopped early
+        if prepared.suffix:
+            yield prepared.suffix
 
     async def astream(self, prepared: Prepared, params: SamplingParams) -> AsyncIterator[str]:
         req = self.submit(prepared, params)
@@ -150,6 +215,8 @@ class ChatService:
             return
         async for delta in req:
             yield delta
+        if prepared.suffix:
+            yield prepared.suffix
 
 
 def question_turn(question: str, citations: list[dict], lang: str) -> dict:

@@ -23,6 +23,7 @@ from appliance.server.chat import Prepared, rag_sampling
 from appliance.server.deps import current_user, services
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
+from knowledge import grounding
 from knowledge.access import Scope
 
 RAG_MODEL, SUMMARIZE_MODEL = FRONT_MODELS  # RAG; the whole `document` summarised (server.longdoc)
@@ -94,11 +95,11 @@ async def chat_completions(body: wire.ChatRequest, user: User = Depends(current_
             params = rag_sampling(params)
         scope = svc.access.scope_for(user)  # per request: a revoked grant counts from the next question
         prepared = await asyncio.to_thread(lambda: svc.chat.prepare(body.plain_messages(), body.model == RAG_MODEL,
-                                                                    scope=scope))
+                                                                    scope=scope, style=body.answer_style))
         # In a thread: a remote backend waits here for its cluster to accept the request.
         req = await asyncio.to_thread(svc.chat.submit, prepared, params)
     citations = prepared.citations if body.model == RAG_MODEL else None
-    return await respond(body, user, req, prepared, citations)
+    return await respond(body, user, svc, req, prepared, citations)
 
 
 @contextmanager
@@ -121,23 +122,37 @@ def api_errors():
         raise wire.ApiError(400, str(e), "invalid_request") from None
 
 
-async def respond(body: wire.ChatRequest, user: User, req, prepared: Prepared, citations: list | None):
+async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepared: Prepared,
+                  citations: list | None):
     """The completion, or its SSE stream."""
     cid = wire.new_id()
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_stream(cid, body.model, req, prepared, citations, include_usage, user.name),
+        return StreamingResponse(_stream(cid, body.model, svc, req, prepared, citations, include_usage, user.name),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     if req is None:
-        return JSONResponse(wire.completion(cid, body.model, prepared.fixed_answer or "", "stop", wire.usage(None),
-                                            citations))
+        text = prepared.fixed_answer or ""
+        return JSONResponse(wire.completion(cid, body.model, text, "stop", wire.usage(None), citations,
+                                            await _extras(svc, prepared, text, citations)))
     try:
         result = await req.aresult()
     finally:
         req.cancel()  # the client went away before the end: free the KV
     _log_result(cid, user.name, body.model, result)
-    return JSONResponse(wire.completion(cid, body.model, result.text, result.finish_reason,
-                                        wire.usage(result.stats), citations))
+    text = result.text + prepared.suffix
+    return JSONResponse(wire.completion(cid, body.model, text, result.finish_reason, wire.usage(result.stats),
+                                        citations, await _extras(svc, prepared, text, citations)))
+
+
+async def _extras(svc: Services, prepared: Prepared, text: str, citations: list | None) -> dict | None:
+    """The RAG answer's extension fields: which style answered, and the grounding check."""
+    if citations is None:
+        return None
+    extra: dict = {"answer_style": prepared.style if prepared.covered else "declined"}
+    checked = await asyncio.to_thread(svc.chat.ground, prepared, text)
+    if checked:
+        extra["grounding"] = grounding.summary(checked)
+    return extra
 
 
 async def document_completion(body: wire.ChatRequest, user: User, svc: Services):
@@ -170,7 +185,7 @@ async def document_completion(body: wire.ChatRequest, user: User, svc: Services)
             req = await asyncio.to_thread(svc.chat.submit, prepared, params)
     finally:
         stop.set()  # a client gone mid-map cancels this coroutine: the calls in flight stop too
-    return await respond(body, user, req, prepared, prepared.citations)
+    return await respond(body, user, svc, req, prepared, prepared.citations)
 
 
 async def _document_stream(body: wire.ChatRequest, user: User, svc: Services, sections: list, question: str | None,
@@ -200,27 +215,35 @@ async def _document_stream(body: wire.ChatRequest, user: User, svc: Services, se
         stop.set()  # the client went away (or it failed): the map calls in flight stop
     cid = wire.new_id()
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    async for line in _stream(cid, body.model, req, prepared, prepared.citations, include_usage, user.name):
+    async for line in _stream(cid, body.model, svc, req, prepared, prepared.citations, include_usage, user.name):
         yield line
 
 
-async def _stream(cid: str, model: str, req, prepared: Prepared, citations: list | None, include_usage: bool,
-                  user: str):
+async def _stream(cid: str, model: str, svc: Services, req, prepared: Prepared, citations: list | None,
+                  include_usage: bool, user: str):
+    """The SSE stream: citations on the first chunk, the style and grounding check on the last."""
     extra = {"citations": citations} if citations is not None else None
     yield wire.chunk(cid, model, {"role": "assistant", "content": ""}, extra=extra)
     if req is None:
-        yield wire.chunk(cid, model, {"content": prepared.fixed_answer or ""})
-        yield wire.chunk(cid, model, {}, finish="stop")
+        text = prepared.fixed_answer or ""
+        yield wire.chunk(cid, model, {"content": text})
+        yield wire.chunk(cid, model, {}, finish="stop", extra=await _extras(svc, prepared, text, citations))
         if include_usage:
             yield wire.usage_chunk(cid, model, wire.usage(None))
         yield wire.sse("[DONE]")
         return
     try:
+        text = ""
         async for delta in req:
+            text += delta
             yield wire.chunk(cid, model, {"content": delta})
+        if prepared.suffix:
+            text += prepared.suffix
+            yield wire.chunk(cid, model, {"content": prepared.suffix})
         result = req.result()
         _log_result(cid, user, model, result)
-        yield wire.chunk(cid, model, {}, finish=result.finish_reason)
+        yield wire.chunk(cid, model, {}, finish=result.finish_reason,
+                         extra=await _extras(svc, prepared, text, citations))
         if include_usage:
             yield wire.usage_chunk(cid, model, wire.usage(result.stats))
         yield wire.sse("[DONE]")

@@ -38,6 +38,7 @@ class _Collector:
                          ("prefix_hit_rate", "Share of prompt tokens served from the prefix cache")):
             yield GaugeMetricFamily(f"appliance_{key}", doc, value=snap[key])
         yield from _speculation(snap)
+        yield from _answers(self.svc.chat.counts)
         yield GaugeMetricFamily("appliance_engine_healthy", "1 when the engine thread runs", value=int(snap["healthy"]))
         c = self.svc.documents.counters
         yield CounterMetricFamily("appliance_ingest_runs", "Ingest runs", value=c.runs)
@@ -46,6 +47,20 @@ class _Collector:
         for status, n in c.files.items():
             files.add_metric([status], n)
         yield files
+
+
+def _answers(counts) -> list:
+    """RAG answers by style, and their sentences by the grounding check's verdict."""
+    styles = CounterMetricFamily("appliance_answers", "RAG answers by style (generate, quote, hybrid)",
+                                 labels=["style"])
+    for key, n in sorted(counts.items()):
+        if key.startswith("style:"):
+            styles.add_metric([key.removeprefix("style:")], n)
+    sentences = CounterMetricFamily("appliance_answer_sentences", "Answer sentences by grounding check "
+                                    "(supported: found in the excerpts the model was given)", labels=["grounded"])
+    for verdict in ("supported", "unsupported"):
+        sentences.add_metric(["yes" if verdict == "supported" else "no"], counts.get(verdict, 0))
+    return [styles, sentences]
 
 
 def _speculation(snap: dict):

@@ -75,14 +75,22 @@ def longdoc_service(settings: Settings, chat: ChatService, kb: KnowledgeBase) ->
     return LongDocService(chat.backend, cfg, embed=kb.embedder.encode, retriever=chat.retriever)
 
 
+SMALL_MODEL_PARAMS = 1_000_000_000  # under this, a model loses the thread in long prompts
+
+
 def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) -> ChatService:
     """The RAG chat over `engine`, its prompt sized for the model (config `[chat]`, 0 = auto)."""
     c = settings.chat
     info = getattr(engine, "info", None)
-    small = info is not None and info.n_params < 1_000_000_000
-    rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if small else 1200),
+    small = info is not None and info.n_params < SMALL_MODEL_PARAMS
+    style = c.answer_style if c.answer_style != "auto" else ("quote" if small else "generate")
+    # A small model reads 2 excerpts (it loses the thread in long prompts; the gate was chosen on
+    # what it reads), cut to 700 characters when it writes the answer from them; quotes are picked
+    # from the whole excerpts, since no model reads those.
+    cut = small and style == "generate"
+    rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if cut else 1200),
                       context_tokens=c.context_tokens, min_relevance_en=c.min_relevance_en,
-                      min_relevance_zh=c.min_relevance_zh)
+                      min_relevance_zh=c.min_relevance_zh, answer_style=style)
     return ChatService(engine, retriever, rag)
 
 

@@ -95,6 +95,9 @@ class ChatRequest(BaseModel):
     # An indexed document to answer from whole (map-reduce over its sections): with appliance-rag the
     # last user message is the question; appliance-summarize summarises it. OpenAI SDK: extra_body.
     document: str | None = Field(None, min_length=1)
+    # How appliance-rag writes this answer (the server's `chat.answer_style` when absent); the
+    # response says which style answered in `answer_style`. OpenAI SDK: extra_body.
+    answer_style: Literal["generate", "quote", "hybrid"] | None = None
 
     def grammar_text(self) -> str:
         """The grammar this request's output must follow ("" for free text)."""
@@ -163,12 +166,14 @@ def usage(stats: Stats | None, prompt_tokens: int = 0) -> dict:
     return out
 
 
-def completion(cid: str, model: str, text: str, finish: str, use: dict, citations: list | None) -> dict:
+def completion(cid: str, model: str, text: str, finish: str, use: dict, citations: list | None,
+               extra: dict | None = None) -> dict:
     body = {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": _finish(finish)}], "usage": use}
     if citations is not None:
         body["citations"] = citations
+    body.update(extra or {})
     return body
 
 

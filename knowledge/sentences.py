@@ -1,0 +1,112 @@
+"""Excerpts cut into the units a quoted answer is made of: prose sentences, and whole lines where a
+line is the unit (a list item's first line, a table row, a line of code or a command).
+
+Why lines stay whole: a quote that stops half-way through a command or a table row is worse than no
+quote. Why prose lines are joined first: the loaders keep the documents' hard wraps, so a sentence
+often spans lines, and a line is then half a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from knowledge.terms import is_cjk_text
+
+# A table row, a code line (indented or a shell prompt), or a Markdown heading: one unit each.
+_LINE_UNIT = re.compile(r"^(?:\s*\||\s{4,}\S|\t|\s*[$#]\s|\s*#{1,6}\s)")
+_ITEM = re.compile(r"^\s*(?:[-*+•·]|\d{1,3}[.)、])\s+")  # a list item starts a paragraph of its own
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_FINAL = re.compile(r"[.!?:;。！？：；)\]\"”]\s*$")
+_CJK_END = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]$")
+_CJK_START = re.compile(r"^[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+_LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One quotable piece of an excerpt, in document order (`index`)."""
+
+    index: int
+    text: str
+    whole_line: bool = False  # a table row or a line of code: quoted as it stands
+
+    @property
+    def is_heading(self) -> bool:
+        """A title on its own ("Data directory", "数据目录"): it names the subject, it answers nothing."""
+        text = self.text.lstrip("#").strip()
+        short = len(text) < 16 if is_cjk_text(text) else len(text.split()) < 5
+        return short and not _FINAL.search(text) and not self.whole_line
+
+    @property
+    def opens_list(self) -> bool:
+        """Ends with a colon: what it introduces (a list, a command) is its answer."""
+        return self.text.rstrip().endswith((":", "："))
+
+    @property
+    def is_contents(self) -> bool:
+        """A table-of-contents line ("6.2 What are all those names? . . . . 21"): never an answer."""
+        return bool(_LEADERS.search(self.text))
+
+
+def units(text: str) -> list[Unit]:
+    """`text` cut into sentences and whole-line units, in order."""
+    out: list[str | tuple[str]] = []  # a tuple marks a whole-line unit
+    para: list[str] = []
+    fenced = False
+
+    def flush() -> None:
+        if para:
+            out.extend(sentences(_join(para)))
+            para.clear()
+
+    for line in _dedented(text):
+        if _FENCE.match(line):
+            flush()
+            fenced = not fenced
+        elif fenced or _LINE_UNIT.match(line):
+            flush()
+            if line.strip():
+                out.append((line.strip(),))
+        elif not line.strip():
+            flush()
+        else:
+            if _ITEM.match(line):
+                flush()
+            para.append(line.strip())
+    flush()
+    return [Unit(i, u[0], True) if isinstance(u, tuple) else Unit(i, u) for i, u in enumerate(out)]
+
+
+def _dedented(text: str) -> list[str]:
+    """Lines less the indentation most of them share: a plain-text rendering indents every line of
+    prose (and a chunk may start mid-paragraph, unindented); only what is indented beyond is code."""
+    lines = text.expandtabs(4).splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    if not indents:
+        return []
+    base = Counter(indents).most_common(1)[0][0]
+    return [line[min(base, len(line) - len(line.lstrip())):] for line in lines]
+
+
+def sentences(paragraph: str) -> list[str]:
+    """Sentences of one paragraph (sentencex: rule-based, per language, no model to download)."""
+    lang = "zh" if is_cjk_text(paragraph) else "en"
+    return [s.strip() for s in _segmenter()(lang, paragraph) if s.strip()]
+
+
+def _join(lines: list[str]) -> str:
+    """Hard-wrapped lines as one paragraph: no space between two Chinese characters."""
+    text = lines[0]
+    for line in lines[1:]:
+        text += line if _CJK_END.search(text) and _CJK_START.match(line) else " " + line
+    return text
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    from sentencex import segment
+
+    return lambda lang, text: list(segment(lang, text))

@@ -1,0 +1,149 @@
+"""Quoted answers and the grounding check: pure logic (sentences, picking, marks) and the chat
+service's three answer styles over the real sample index (retrieval and the embedder are real; the
+quote style runs no model, which the stand-in below proves by refusing to be called)."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.server.chat import QUOTE_LEAD, ChatService, RagSettings
+from knowledge import grounding, quote
+from knowledge.access import EVERYTHING
+from knowledge.ingest import ingest
+from knowledge.retrieve import Retriever
+from knowledge.sentences import units
+
+from .kb_helpers import open_kb
+
+
+def test_hard_wrapped_prose_is_joined_into_sentences():
+    text = "The data lives in\n/var/lib/appliance. Back it up\nevery night.\n\nA new paragraph."
+    assert [u.text for u in units(text)] == ["The data lives in /var/lib/appliance.", "Back it up every night.",
+                                             "A new paragraph."]
+
+
+def test_chinese_lines_join_without_a_space():
+    assert [u.text for u in units("默认只监听本机地址的\n8000 端口。数据保存在\n数据目录中。")] == [
+        "默认只监听本机地址的 8000 端口。", "数据保存在数据目录中。"]
+
+
+def test_code_and_table_rows_stay_whole_lines():
+    text = "Start it with:\n\n    appliance serve --port 8000 --host 0.0.0.0\n\n| key | default |\n| port | 8000 |"
+    got = units(text)
+    assert [u.text for u in got] == ["Start it with:", "appliance serve --port 8000 --host 0.0.0.0",
+                                     "| key | default |", "| port | 8000 |"]
+    assert [u.whole_line for u in got] == [False, True, True, True]
+    assert got[0].opens_list
+
+
+def test_a_plain_text_rendering_indented_throughout_is_prose():
+    text = "The installer asks for\n     a host name. Pick a short one.\n     It must be unique."
+    assert all(not u.whole_line for u in units(text))
+    assert "a host name." in units(text)[0].text
+
+
+def test_contents_lines_and_headings_are_recognised():
+    toc, heading, sentence = units("6.2 What are all those names? . . . . . . 21\n\nData directory\n\n"
+                                   "The data directory holds the index.")
+    assert toc.is_contents and heading.is_heading and not sentence.is_heading
+
+
+def test_pick_quotes_the_sentence_with_the_fact_and_its_citation():
+    excerpts = [(1, "Getting started.\nThe server listens on port 8000 of 127.0.0.1 by default. Logs go to "
+                    "the journal."),
+                (2, "Backups copy the data directory every night.")]
+    idf = {"port": 3.0, "server": 1.0, "listen": 2.0, "default": 1.0}
+    picked = quote.pick("Which port does the server listen on by default?", excerpts, "en", idf)
+    assert picked[0].n == 1 and "8000" in picked[0].unit.text
+    assert "Backups" not in quote.render(picked) and quote.render(picked).endswith("[1]")
+
+
+def test_a_heading_alone_is_never_the_answer():
+    excerpts = [(1, "Data directory\n\nEverything the appliance keeps lives under /srv/appliance/data.")]
+    picked = quote.pick("data directory", excerpts, "en", {"data": 1.0, "directori": 2.0})
+    assert picked and all(not q.unit.is_heading for q in picked)
+    assert "/srv/appliance/data" in quote.render(picked)
+
+
+def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
+    excerpts = [(1, "To rebuild the index run:\n\n    appliance ingest ./docs --reindex --yes\n\nIt takes a while.")]
+    rendered = quote.render(quote.pick("How do I rebuild the index?", excerpts, "en", {"rebuild": 2.0, "index": 1.0}))
+    assert "`appliance ingest ./docs --reindex --yes`" in rendered
+
+
+def test_copies_are_quoted_once_and_empty_excerpts_give_nothing():
+    same = "The default port is 8000."
+    picked = quote.pick("default port", [(1, same), (2, same)], "en", {"default": 1.0, "port": 2.0})
+    assert [q.n for q in picked] == [1]
+    assert quote.pick("default port", [(1, ""), (2, "   ")], "en", {"port": 1.0}) == []
+
+
+def test_grounding_supports_a_quote_and_marks_an_invented_sentence():
+    excerpts = ["The appliance stores its index and users in the data directory, /var/lib/appliance."]
+    quoted = grounding.check("> The appliance stores its index and users in the data directory [1]", excerpts)
+    assert [c.supported for c in quoted] == [True]
+    invented = "The appliance uploads its index to Amazon S3 every Friday."  # negative control
+    checked = grounding.check(f"The data directory is /var/lib/appliance [1]. {invented}", excerpts)
+    assert [c.supported for c in checked] == [True, False]
+    assert grounding.summary(checked) == {"sentences": 2, "supported": 1, "unsupported": [invented]}
+    assert f"{invented} ⚠" in grounding.mark(f"Yes. {invented}", checked)
+
+
+def test_grounding_in_chinese_and_short_sentences_are_not_judged():
+    excerpts = ["默认只监听本机地址 127.0.0.1 的 8000 端口。"]
+    checked = grounding.check("服务默认监听 8000 端口。服务每天把数据上传到阿里云存储桶。好的。", excerpts)
+    assert [c.supported for c in checked] == [True, False, None]
+
+
+class _RefusingModel:
+    """The quote style must answer without the model: any generation is a failure."""
+
+    model_name = "none"
+
+    def tokenize_messages(self, messages):
+        return [0] * sum(len(m["content"]) for m in messages)
+
+    def submit(self, messages, params):
+        raise AssertionError("the quote style ran the model")
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder, sample_docs):
+    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
+    ingest(kb, sample_docs)
+    return Retriever(kb)
+
+
+@pytest.mark.parametrize("question,fact", [("Which port does the server listen on by default?", "8000"),
+                                           ("默认情况下服务监听哪个端口？", "8000")])
+def test_quote_style_answers_the_readme_questions_with_the_fact(retriever, question, fact):
+    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
+    prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
+    answer = prepared.fixed_answer
+    assert prepared.style == "quote" and chat.submit(prepared, chat.answer_params("t")) is None
+    assert answer.startswith(QUOTE_LEAD[prepared.lang]) and fact in answer and "[1]" in answer
+    assert all(c.supported is not False for c in chat.ground(prepared, answer))
+
+
+def test_hybrid_style_prompts_with_the_quotes_and_appends_them(retriever):
+    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="hybrid"))
+    prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
+                            scope=EVERYTHING)
+    assert prepared.style == "hybrid" and prepared.fixed_answer is None
+    assert prepared.quoted in prepared.messages[-1]["content"] and prepared.suffix.endswith(prepared.quoted)
+
+
+def test_generate_style_and_a_wrong_style(retriever):
+    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2))
+    prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
+                            scope=EVERYTHING)
+    assert prepared.style == "generate" and not prepared.quoted and prepared.suffix == ""
+    with pytest.raises(ValueError, match="answer style must be one of"):
+        ChatService(_RefusingModel(), retriever, RagSettings(answer_style="poem"))
+
+
+@pytest.mark.parametrize("question,words", [("Which port?", "knowledge base is empty"), ("哪个端口？", "知识库是空的")])
+def test_an_empty_knowledge_base_says_so_in_every_style(tmp_path, embedder, question, words):
+    chat = ChatService(_RefusingModel(), Retriever(open_kb(tmp_path, embedder)), RagSettings(answer_style="quote"))
+    prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
+    assert not prepared.covered and words in prepared.fixed_answer and not prepared.citations
