@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.evaluate import normalise
-from knowledge.sentences import Unit, units
+from knowledge.sentences import Unit, join, units
 from knowledge.terms import terms
 
 MAX_UNITS = 3          # sentences (or whole lines) in one quoted answer
@@ -96,13 +96,13 @@ def _block(n: int, group: list[Unit]) -> str:
     for u in group:
         if u.whole_line:  # code and table rows keep their line and their spacing, as code
             if prose:
-                lines.append(" ".join(prose))
+                lines.append(join(prose))
                 prose = []
             lines.append(f"`{u.text.strip()}`")
         else:
             prose.append(u.text)
     if prose:
-        lines.append(" ".join(prose))
+        lines.append(join(prose))
     lines[-1] += f" [{n}]"
     return "\n>\n".join(f"> {line}" for line in lines)
 

@@ -59,7 +59,7 @@ def units(text: str) -> list[Unit]:
 
     def flush() -> None:
         if para:
-            out.extend(sentences(_join(para)))
+            out.extend(sentences(join(para)))
             para.clear()
 
     for line in _dedented(text):
@@ -97,8 +97,8 @@ def sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in _segmenter()(lang, paragraph) if s.strip()]
 
 
-def _join(lines: list[str]) -> str:
-    """Hard-wrapped lines as one paragraph: no space between two Chinese characters."""
+def join(lines: list[str]) -> str:
+    """Lines (or sentences) as one paragraph: no space between two Chinese characters."""
     text = lines[0]
     for line in lines[1:]:
         text += line if _CJK_END.search(text) and _CJK_START.match(line) else " " + line

@@ -48,6 +48,38 @@ def test_non_streaming_usage_and_citation(client):
     assert {"source", "page", "heading", "snippet", "score"} <= set(citations[0])
 
 
+def test_the_embedded_model_quotes_the_fact_with_style_and_grounding(client, server):
+    """The default for a model under 1B parameters: the excerpts' sentences, no generation; the
+    response says which style answered and how much of it the excerpts support."""
+    question = [{"role": "user", "content": "Which port does the server listen on by default?"}]
+    r = client.chat.completions.create(model="appliance-rag", messages=question)
+    text = r.choices[0].message.content
+    assert "8000" in text and "[1]" in text and r.usage.completion_tokens == 0
+    assert r.model_extra["answer_style"] == "quote"
+    g = r.model_extra["grounding"]
+    assert g["sentences"] >= 1 and g["supported"] == g["sentences"] and g["unsupported"] == []
+    last = None
+    for chunk in client.chat.completions.create(model="appliance-rag", messages=question, stream=True):
+        last = chunk
+    assert last.model_extra["answer_style"] == "quote" and last.model_extra["grounding"]["supported"] >= 1
+    metrics = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
+    fams = {f.name: f for f in text_string_to_metric_families(metrics)}
+    styles = {s.labels["style"]: s.value for s in fams["appliance_answers"].samples if s.name.endswith("_total")}
+    assert styles.get("quote", 0) >= 2
+    assert any(s.labels["grounded"] == "yes" and s.value >= 2 for s in fams["appliance_answer_sentences"].samples)
+
+
+def test_hybrid_answer_streams_its_lead_in_then_the_quotes(client):
+    stream = client.chat.completions.create(model="appliance-rag", stream=True, temperature=0, messages=[
+        {"role": "user", "content": "Which port does the server listen on by default?"}],
+        extra_body={"answer_style": "hybrid"})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].model_extra["answer_style"] == "hybrid"
+    lead, _, quoted = text.partition("\n\n> ")
+    assert lead.strip() and "8000" in quoted and "[1]" in quoted
+
+
 def test_not_covered_path(client):
     r = client.chat.completions.create(model="appliance-rag", max_tokens=24, messages=[
         {"role": "user", "content": "What is the boiling point of tungsten on Mars?"}])

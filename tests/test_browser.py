@@ -46,6 +46,7 @@ def test_login_ask_cited_answer_logout(server):
             "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }", timeout=120_000)
         sources = page.inner_text("#sources")
         assert "en/security-policy.pdf" in sources and "page 2" in sources
+        assert "red badge" in page.inner_text("#chatbot")  # the embedded model's default: the fact, quoted
         page.click("#sources summary >> nth=0")
         assert "red badge" in page.inner_text("#sources")
         page.screenshot(path=str(ARTIFACTS / "chat.png"))

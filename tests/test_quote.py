@@ -115,7 +115,9 @@ def retriever(tmp_path_factory, embedder, sample_docs):
 
 
 @pytest.mark.parametrize("question,fact", [("Which port does the server listen on by default?", "8000"),
-                                           ("默认情况下服务监听哪个端口？", "8000")])
+                                           ("默认情况下服务监听哪个端口？", "8000 端口。如果"),
+                                           ("How do I back up the appliance?", "copy the whole data directory"),
+                                           ("怎样备份一体机？", "复制整个数据目录")])
 def test_quote_style_answers_the_readme_questions_with_the_fact(retriever, question, fact):
     chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
     prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
@@ -147,3 +149,33 @@ def test_an_empty_knowledge_base_says_so_in_every_style(tmp_path, embedder, ques
     chat = ChatService(_RefusingModel(), Retriever(open_kb(tmp_path, embedder)), RagSettings(answer_style="quote"))
     prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
     assert not prepared.covered and words in prepared.fixed_answer and not prepared.citations
+
+
+def test_the_chat_page_marks_an_invented_sentence(retriever):
+    """The UI's final answer: ⚠ after the sentence the excerpts do not support, and the note."""
+    from types import SimpleNamespace
+
+    from ui.chat import _grounded
+
+    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2))
+    prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
+                            scope=EVERYTHING)
+    svc = SimpleNamespace(chat=chat)
+    true = "The server listens on port 8000 by default [1]."
+    assert _grounded(svc, prepared, true, None) == true
+    marked = _grounded(svc, prepared, f"{true} It also mirrors every answer to a Slack channel nightly.", None)
+    assert "nightly. ⚠" in marked and "8000 by default [1]. ⚠" not in marked and "⚠ marks a sentence" in marked
+    assert chat.counts["unsupported"] == 1 and chat.counts["supported"] >= 2
+
+
+def test_a_question_in_the_other_language_gets_an_honest_answer(tmp_path, embedder):
+    """Chinese asked of English-only documents: declined, or quoted in the documents' own words
+    with citations; never an empty quote."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("# Ports\n\nThe server listens on port 8000 by default.\n")
+    kb = open_kb(tmp_path / "data", embedder)
+    ingest(kb, tmp_path / "docs")
+    chat = ChatService(_RefusingModel(), Retriever(kb), RagSettings(top_k=2, answer_style="quote"))
+    prepared = chat.prepare([{"role": "user", "content": "服务器默认监听哪个端口？"}], scope=EVERYTHING)
+    assert prepared.lang == "zh" and prepared.fixed_answer
+    assert not prepared.covered or ("[1]" in prepared.fixed_answer and "8000" in prepared.fixed_answer)

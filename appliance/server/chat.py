@@ -192,7 +192,7 @@ class ChatService:
         if prepared.fixed_answer is not None:
             return None
         if prepared.style == "hybrid":
-            params = replace(params, max_tokens=min(params.max_tokens, LEAD_TOKENS))
+            params = replace(params, max_tokens=min(params.max_tokens or LEAD_TOKENS, LEAD_TOKENS))
         return self.backend.submit(prepared.messages, params)
 
     def stream(self, prepared: Prepared, params: SamplingParams) -> Iterator[str]:
