@@ -179,3 +179,19 @@ def test_a_question_in_the_other_language_gets_an_honest_answer(tmp_path, embedd
     prepared = chat.prepare([{"role": "user", "content": "服务器默认监听哪个端口？"}], scope=EVERYTHING)
     assert prepared.lang == "zh" and prepared.fixed_answer
     assert not prepared.covered or ("[1]" in prepared.fixed_answer and "8000" in prepared.fixed_answer)
+
+
+def test_a_chunk_cut_mid_sentence_is_completed_from_the_document():
+    assert quote.sentence_end("codenames used are: buzz for release", "\n1.1, rex for release 1.2. Later") == \
+        "codenames used are: buzz for release\n1.1, rex for release 1.2."
+    assert quote.sentence_end("A whole sentence.", " Next one.") == "A whole sentence."
+    assert quote.sentence_end("默认监听", "8000 端口。如果") == "默认监听8000 端口。"
+    assert quote.sentence_end("no end in", " sight at all") == "no end in sight at…"
+
+
+def test_the_document_text_after_an_offset_comes_from_the_chunk_that_holds_it(retriever):
+    db, kb = retriever.kb.db, retriever.kb.cfg.name
+    hit = retriever.search("Which port does the server listen on by default?", k=1, scope=EVERYTHING)[0]
+    after = db.text_after(kb, hit.source, hit.start + 10, 40)
+    assert after and hit.text[10:50].startswith(after[:20])
+    assert db.text_after(kb, "no/such/file.md", 0, 40) == ""

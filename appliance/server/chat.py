@@ -192,7 +192,9 @@ class ChatService:
         if prepared.fixed_answer is not None:
             return None
         if prepared.style == "hybrid":
-            params = replace(params, max_tokens=min(params.max_tokens or LEAD_TOKENS, LEAD_TOKENS))
+            # One short paragraph: the quotes follow it, and a small model goes on to echo the prompt.
+            params = replace(params, max_tokens=min(params.max_tokens or LEAD_TOKENS, LEAD_TOKENS),
+                             stop=[*params.stop, "\n\n"])
         return self.backend.submit(prepared.messages, params)
 
     def stream(self, prepared: Prepared, params: SamplingParams) -> Iterator[str]:
