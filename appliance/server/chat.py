@@ -144,13 +144,14 @@ class ChatService:
 
     def ground(self, prepared: Prepared, answer: str) -> list[grounding.Checked]:
         """Each sentence of `answer` checked against the excerpts it was given (and counted for
-        Prometheus). Nothing to check when no excerpt was given (not covered, or no retrieval)."""
-        if not prepared.covered or not prepared.citations or self.retriever is None:
-            return []
-        checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],
-                                  self.retriever.kb.db.idf)
+        Prometheus). Nothing to check when no excerpt was given (declined, or no retrieval)."""
+        style = prepared.style if prepared.covered else "declined"
+        checked = []
+        if prepared.covered and prepared.citations and self.retriever is not None:
+            checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],
+                                      self.retriever.kb.db.idf)
         with self._lock:
-            self.counts[f"style:{prepared.style}"] += 1
+            self.counts[f"style:{style}"] += 1
             for c in checked:
                 if c.supported is not None:
                     self.counts["supported" if c.supported else "unsupported"] += 1

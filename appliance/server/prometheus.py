@@ -51,7 +51,7 @@ class _Collector:
 
 def _answers(counts) -> list:
     """RAG answers by style, and their sentences by the grounding check's verdict."""
-    styles = CounterMetricFamily("appliance_answers", "RAG answers by style (generate, quote, hybrid)",
+    styles = CounterMetricFamily("appliance_answers", "RAG answers by style (generate, quote, hybrid, declined)",
                                  labels=["style"])
     for key, n in sorted(counts.items()):
         if key.startswith("style:"):
