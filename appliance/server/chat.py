@@ -133,14 +133,17 @@ class ChatService:
         return Prepared(self._fit(system, history, turn), citations, lang=lang, style="hybrid", quoted=quoted)
 
     def quotes(self, question: str, citations: list[dict], lang: str) -> list[quote.Quote]:
-        """The excerpts' sentences that answer `question` (empty without a knowledge base)."""
+        """The excerpts' sentences that answer `question` (empty without a knowledge base). Each
+        citation's text is first completed to the end of its last sentence from the document, so
+        that the sources panel and the grounding check see what is quoted."""
         if self.retriever is None:
             return []
         kb = self.retriever.kb
-        excerpts = [(c["n"], quote.sentence_end(c["text"], kb.db.text_after(kb.cfg.name, c["source"],
-                                                                            c["start"] + len(c["text"]))))
-                    for c in citations]
-        return quote.pick(question, excerpts, lang, kb.db.idf(terms(question)), kb.embedder.encode)
+        for c in citations:
+            c["text"] = quote.sentence_end(c["text"], kb.db.text_after(kb.cfg.name, c["source"],
+                                                                       c["start"] + len(c["text"])))
+        return quote.pick(question, [(c["n"], c["text"]) for c in citations], lang, kb.db.idf(terms(question)),
+                          kb.embedder.encode)
 
     def ground(self, prepared: Prepared, answer: str) -> list[grounding.Checked]:
         """Each sentence of `answer` checked against the excerpts it was given (and counted for
