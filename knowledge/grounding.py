@@ -20,7 +20,7 @@ from knowledge.terms import terms
 SUPPORTED_SHARE = 0.6  # of a sentence's term weight found in the excerpts
 MIN_TERMS = 3          # shorter sentences ("Yes.", "See [2].") are not judged
 _CITE = re.compile(r"\[\d+\]")
-_QUOTE_MARK = re.compile(r"^\s*>\s?", re.MULTILINE)
+_QUOTE_MARK = re.compile(r"^[ \t]*>[ \t]?", re.MULTILINE)  # not \s: it would eat the blank line before
 _CODE = re.compile(r"`([^`]*)`")
 
 Idf = Callable[[list[str]], dict[str, float]]

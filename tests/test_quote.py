@@ -195,3 +195,9 @@ def test_the_document_text_after_an_offset_comes_from_the_chunk_that_holds_it(re
     after = db.text_after(kb, hit.source, hit.start + 10, 40)
     assert after and hit.text[10:50].startswith(after[:20])
     assert db.text_after(kb, "no/such/file.md", 0, 40) == ""
+
+
+def test_the_quote_lead_is_its_own_sentence():
+    """"文档中的原文：" then a quoted question-like heading: two units, not one half-supported one."""
+    checked = grounding.check("文档中的原文：\n\n> “不稳定版”包含什么？ [1]", ["“不稳定版”包含什么？"])
+    assert [c.text for c in checked] == ["文档中的原文：", "“不稳定版”包含什么？ [1]"]

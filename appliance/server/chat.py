@@ -149,6 +149,7 @@ class ChatService:
         """Each sentence of `answer` checked against the excerpts it was given (and counted for
         Prometheus). Nothing to check when no excerpt was given (declined, or no retrieval)."""
         style = prepared.style if prepared.covered else "declined"
+        answer = answer.removeprefix(QUOTE_LEAD[prepared.lang])  # the product's own words claim nothing
         checked = []
         if prepared.covered and prepared.citations and self.retriever is not None:
             checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],
