@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from knowledge.evaluate import normalise
 from knowledge.sentences import Unit, join, units
 from knowledge.terms import terms
 
@@ -47,7 +46,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
     cands, seen = [], set()
     for rank, (n, text) in enumerate(excerpts):
         for u in units(text):
-            key = normalise(u.text)
+            key = " ".join(u.text.lower().split())
             if not u.is_contents and key not in seen:  # a copy's sentence was already a candidate
                 seen.add(key)
                 cands.append((rank, n, u))
@@ -65,7 +64,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         if i not in chosen and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
     chosen = sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index))
-    return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen[:MAX_UNITS + 3]]
+    return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
 
 
 def sentence_end(text: str, tail: str) -> str:
@@ -93,7 +92,9 @@ def render(quotes: list[Quote]) -> str:
 
 def _block(n: int, group: list[Unit]) -> str:
     lines, prose = [], []
-    for u in group:
+    for before, u in zip([None, *group], group, strict=False):
+        if before is not None and u.index > before.index + 1:  # something left out between the two
+            prose.append("…")
         if u.whole_line:  # code and table rows keep their line and their spacing, as code
             if prose:
                 lines.append(join(prose))

@@ -201,3 +201,9 @@ def test_the_quote_lead_is_its_own_sentence():
     """"文档中的原文：" then a quoted question-like heading: two units, not one half-supported one."""
     checked = grounding.check("文档中的原文：\n\n> “不稳定版”包含什么？ [1]", ["“不稳定版”包含什么？"])
     assert [c.text for c in checked] == ["文档中的原文：", "“不稳定版”包含什么？ [1]"]
+
+
+def test_a_gap_between_two_quoted_sentences_is_shown():
+    text = "The port is 8000. Logs go to the journal. Weather is fine. The port can be changed with --port."
+    rendered = quote.render([quote.Quote(1, u, 1.0) for u in units(text) if "port" in u.text])
+    assert rendered == "> The port is 8000. … The port can be changed with --port. [1]"
