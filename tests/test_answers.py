@@ -115,7 +115,9 @@ def test_eval_answers_json_on_four_questions(tmp_path, sample_docs):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["n"] == 4 and set(result["by_lang"]) == {"en", "zh"}
     keys = {"answered", "declined_ok", "cited_source", "contains_answer", "degenerate", "mean_answer_tokens",
-            "mean_answer_seconds"}
+            "mean_answer_seconds", "grounded", "style", "median_answer_wall_seconds"}
     assert keys <= set(result["by_lang"]["en"]) and keys <= set(result["by_lang"]["zh"])
+    assert result["by_lang"]["en"]["style"] == "quote"  # auto, for a model under 1B parameters
+    assert result["by_lang"]["en"]["grounded"] == 1.0 and result["by_lang"]["en"]["degenerate"] == 0
     assert result["by_lang"]["en"]["declined_ok"] == 1.0  # the capital of Australia is not in the guide
     assert result["by_lang"]["en"]["n_answerable"] == 2 and result["by_lang"]["zh"]["n_answerable"] == 1
