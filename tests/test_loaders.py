@@ -83,6 +83,19 @@ def test_html_main_text_without_nav_or_script(tmp_path):
     assert doc.title == "T" and doc.sections[0].heading == ["Policy", "Leave"]
 
 
+def test_html_data_table_rows_are_lines_and_layout_tables_are_paragraphs(tmp_path):
+    """A data table's row is one line (quoted whole); DocBook's Note box (an icon cell, a title, then
+    paragraphs in a cell) stays paragraphs."""
+    html = ("<html><body><p>Ports:</p><table><tr><th>service</th><th>port</th></tr><tr><td>web chat</td>"
+            "<td>8000</td></tr></table><table summary='Note'><tr><td><img alt='[Note]'></td><th>Note</th></tr>"
+            "<tr><td></td><td><p>Back up first.</p><p>Then upgrade.</p></td></tr></table></body></html>")
+    p = tmp_path / "t.html"
+    p.write_text(html)
+    text = "\n\n".join(s.text for s in load(p, p.read_bytes()).sections)
+    assert "| service | port |" in text and "| web chat | 8000 |" in text
+    assert "Back up first.\n\nThen upgrade." in text and "| Note" not in text
+
+
 def test_markdown_heading_path_ignores_code_fences(tmp_path):
     md = "# A\nintro\n## B\nbody b\n```\n# not a heading\n```\n### C\nbody c\n# D\nbody d\n"
     p = tmp_path / "x.md"

@@ -19,6 +19,7 @@ _DROP = ("script", "style", "noscript", "nav", "header", "footer", "aside", "for
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _INLINE = frozenset("""a abbr acronym b bdi bdo big br cite code data dfn em font i img input kbd label mark q
 rp rt ruby s samp small span strike strong sub sup time tt u var wbr""".split())
+_BLOCKS = ["p", "div", "table", "ul", "ol", "dl", "pre", "blockquote"]
 _NAV_SELECTORS = '[role="navigation"], [aria-hidden="true"], .nav, .navbar, .menu, .sidebar, .navheader, .navfooter'
 
 
@@ -82,6 +83,16 @@ class _Sections:
         self.paragraphs.clear()
 
 
+def _cells(row) -> list[str]:
+    return [" ".join(c.get_text(" ", strip=True).split()) for c in row.find_all(["td", "th"], recursive=False)]
+
+
+def _data_row(row) -> bool:
+    """A row of a data table: two or more cells with text and no paragraphs inside. A layout table
+    (DocBook's Note and Warning boxes: an icon cell, then paragraphs) is walked as blocks instead."""
+    return sum(bool(c) for c in _cells(row)) >= 2 and row.find(_BLOCKS) is None
+
+
 def _walk(node, sections: _Sections) -> None:
     from bs4 import Comment, NavigableString, Tag
 
@@ -96,6 +107,8 @@ def _walk(node, sections: _Sections) -> None:
                 sections.heading(int(child.name[1]), child.get_text(" ", strip=True))
             elif child.name == "pre":  # code and listings keep their line breaks
                 sections.verbatim(child.get_text())
+            elif child.name == "tr" and _data_row(child):  # one line, "| cell | cell |": quoted whole
+                sections.verbatim("| " + " | ".join(_cells(child)) + " |")
             elif child.name in _INLINE:
                 _walk(child, sections)
             else:  # a block: its text is one paragraph, apart from the blocks inside it
