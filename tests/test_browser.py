@@ -25,6 +25,12 @@ def server(tmp_path_factory):
 
 
 def test_login_ask_cited_answer_logout(server):
+    login_ask_cited_answer_logout(server, quoted=True)
+
+
+def login_ask_cited_answer_logout(server, quoted: bool) -> None:
+    """Log in, ask, check the sources (and, for the embedded model's quoted answer, the fact), log out.
+    A front-end over a cluster does not know the cluster's model size, so its model writes (`quoted` False)."""
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -46,7 +52,8 @@ def test_login_ask_cited_answer_logout(server):
             "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }", timeout=120_000)
         sources = page.inner_text("#sources")
         assert "en/security-policy.pdf" in sources and "page 2" in sources
-        assert "red badge" in page.inner_text("#chatbot")  # the embedded model's default: the fact, quoted
+        if quoted:  # the embedded model's default: the fact itself, quoted
+            assert "red badge" in page.inner_text("#chatbot")
         page.click("#sources summary >> nth=0")
         assert "red badge" in page.inner_text("#sources")
         page.screenshot(path=str(ARTIFACTS / "chat.png"))

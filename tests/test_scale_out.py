@@ -95,7 +95,7 @@ def test_cancel_frees_the_front_end_and_the_cluster(front, cluster):
 def test_ui_chat_in_chromium(front):
     if not Path(browser.CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
-    browser.test_login_ask_cited_answer_logout(front)
+    browser.login_ask_cited_answer_logout(front, quoted=False)
 
 
 def test_doctor_checks_the_cluster(front):
