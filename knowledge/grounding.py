@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from knowledge.sentences import units
-from knowledge.terms import terms
+from knowledge.terms import terms, weight_share
 
 SUPPORTED_SHARE = 0.6  # of a sentence's term weight found in the excerpts
 MIN_TERMS = 3          # shorter sentences ("Yes.", "See [2].") are not judged
@@ -44,8 +44,7 @@ def check(answer: str, excerpts: list[str], idf: Idf | None = None) -> list[Chec
         if len(own) < MIN_TERMS:
             out.append(Checked(unit.text, None, 1.0))
             continue
-        weights = _weights(own, idf)
-        share = sum(w for t, w in weights.items() if t in found) / (sum(weights.values()) or 1.0)
+        share = weight_share(_weights(own, idf), found)
         out.append(Checked(unit.text, share >= SUPPORTED_SHARE, round(share, 3)))
     return out
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.sentences import Unit, join, units
-from knowledge.terms import terms
+from knowledge.terms import terms, weight_share
 
 MAX_UNITS = 3          # sentences (or whole lines) in one quoted answer
 MAX_CHARS = 600        # and characters, so that a quote stays an answer, not the excerpt again
@@ -110,9 +110,7 @@ def _block(n: int, group: list[Unit]) -> str:
 
 def _scores(question: str, texts: list[str], lang: str, idf: dict[str, float], embed: Embed | None) -> list[float]:
     """Each text's share of the question's term weight, plus its dense similarity (weighted)."""
-    total = sum(idf.values())
-    lexical = [sum(w for t, w in idf.items() if t in found) / total if total else 0.0
-               for found in (set(terms(text)) for text in texts)]
+    lexical = [weight_share(idf, set(terms(text))) for text in texts]
     if embed is None:
         return lexical
     vectors = embed([question, *texts])

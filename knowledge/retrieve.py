@@ -13,7 +13,7 @@ from knowledge import nearcopy
 from knowledge.access import Scope
 from knowledge.errors import KnowledgeError
 from knowledge.kb import KnowledgeBase
-from knowledge.terms import is_cjk_text, terms
+from knowledge.terms import is_cjk_text, terms, weight_share
 from knowledge.threads import on_own_thread
 
 RRF_K = 60
@@ -113,11 +113,7 @@ def coverage(retriever: Retriever, question: str, texts: list[str]) -> float:
     text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
     that only shares "install", which every manual says."""
     weights = retriever.kb.db.idf(terms(question))
-    total = sum(weights.values())
-    if not total:
-        return 0.0
-    return max((sum(w for t, w in weights.items() if t in found) / total
-                for found in (set(terms(text)) for text in texts)), default=0.0)
+    return max((weight_share(weights, set(terms(text))) for text in texts), default=0.0)
 
 
 def _interleave(dense: list[str], lexical: list[str], rows: dict[str, dict]) -> list[str]:

@@ -71,6 +71,13 @@ def cjk_words(run: str) -> list[str]:
     return [w for w in _jieba().cut_for_search(run) if w.strip() and w not in CJK_STOP]
 
 
+def weight_share(weights: dict[str, float], found: set[str]) -> float:
+    """The share of the total term weight (IDF: rare words decide) whose terms are in `found`, 0..1.
+    The gate, the quote picker and the grounding check all ask this one question."""
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in found) / total if total else 0.0
+
+
 def terms(text: str) -> list[str]:
     """Index/query terms of `text`, in order (duplicates kept: BM25 counts them)."""
     text = unicodedata.normalize("NFKC", text).lower()

@@ -60,11 +60,11 @@ def evaluate_answers(chat: ChatService, items: list[dict], max_tokens: int = 256
 def _collect(chat: ChatService, item: dict, prepared, req, started: float,
              progress: Callable[[], None] | None) -> dict:
     result = req.result(timeout=600) if req is not None else None
-    text = result.text + prepared.suffix if result else (prepared.fixed_answer or "")
+    text = prepared.answer(result.text if result else None)
     checked = [c.supported for c in chat.ground(prepared, text) if c.supported is not None]
     if progress:
         progress()
-    return {**_row(item, prepared, text, result), "style": prepared.style if prepared.covered else "declined",
+    return {**_row(item, prepared, text, result), "style": prepared.answered_by,
             "judged": len(checked), "supported": sum(checked), "wall": round(time.perf_counter() - started, 3)}
 
 

@@ -89,6 +89,15 @@ class Prepared:
         """Text that follows the generated part (the hybrid style's quotes)."""
         return f"\n\n{self.quoted}" if self.style == "hybrid" else ""
 
+    @property
+    def answered_by(self) -> str:
+        """The style reported for this answer (API, metrics, eval): "declined" when not covered."""
+        return self.style if self.covered else "declined"
+
+    def answer(self, generated: str | None) -> str:
+        """The whole answer: the model's text and what follows it, or the fixed text when none ran."""
+        return generated + self.suffix if generated is not None else (self.fixed_answer or "")
+
 
 class ChatService:
     """Retrieval + prompt assembly + generation."""
@@ -148,14 +157,13 @@ class ChatService:
     def ground(self, prepared: Prepared, answer: str) -> list[grounding.Checked]:
         """Each sentence of `answer` checked against the excerpts it was given (and counted for
         Prometheus). Nothing to check when no excerpt was given (declined, or no retrieval)."""
-        style = prepared.style if prepared.covered else "declined"
         answer = answer.removeprefix(QUOTE_LEAD[prepared.lang])  # the product's own words claim nothing
         checked = []
         if prepared.covered and prepared.citations and self.retriever is not None:
             checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],
                                       self.retriever.kb.db.idf)
         with self._lock:
-            self.counts[f"style:{style}"] += 1
+            self.counts[f"style:{prepared.answered_by}"] += 1
             for c in checked:
                 if c.supported is not None:
                     self.counts["supported" if c.supported else "unsupported"] += 1
@@ -206,7 +214,7 @@ class ChatService:
         """Blocking stream of answer text (CLI, UI)."""
         req = self.submit(prepared, params)
         if req is None:
-            yield prepared.fixed_answer or ""
+            yield prepared.answer(None)
             return
         try:
             yield from req
@@ -218,7 +226,7 @@ class ChatService:
     async def astream(self, prepared: Prepared, params: SamplingParams) -> AsyncIterator[str]:
         req = self.submit(prepared, params)
         if req is None:
-            yield prepared.fixed_answer or ""
+            yield prepared.answer(None)
             return
         async for delta in req:
             yield delta

@@ -131,7 +131,7 @@ async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepar
         return StreamingResponse(_stream(cid, body.model, svc, req, prepared, citations, include_usage, user.name),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     if req is None:
-        text = prepared.fixed_answer or ""
+        text = prepared.answer(None)
         return JSONResponse(wire.completion(cid, body.model, text, "stop", wire.usage(None), citations,
                                             await _extras(svc, prepared, text, citations)))
     try:
@@ -139,7 +139,7 @@ async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepar
     finally:
         req.cancel()  # the client went away before the end: free the KV
     _log_result(cid, user.name, body.model, result)
-    text = result.text + prepared.suffix
+    text = prepared.answer(result.text)
     return JSONResponse(wire.completion(cid, body.model, text, result.finish_reason, wire.usage(result.stats),
                                         citations, await _extras(svc, prepared, text, citations)))
 
@@ -148,7 +148,7 @@ async def _extras(svc: Services, prepared: Prepared, text: str, citations: list 
     """The RAG answer's extension fields: which style answered, and the grounding check."""
     if citations is None:
         return None
-    extra: dict = {"answer_style": prepared.style if prepared.covered else "declined"}
+    extra: dict = {"answer_style": prepared.answered_by}
     checked = await asyncio.to_thread(svc.chat.ground, prepared, text)
     if checked:
         extra["grounding"] = grounding.summary(checked)
@@ -225,7 +225,7 @@ async def _stream(cid: str, model: str, svc: Services, req, prepared: Prepared, 
     extra = {"citations": citations} if citations is not None else None
     yield wire.chunk(cid, model, {"role": "assistant", "content": ""}, extra=extra)
     if req is None:
-        text = prepared.fixed_answer or ""
+        text = prepared.answer(None)
         yield wire.chunk(cid, model, {"content": text})
         yield wire.chunk(cid, model, {}, finish="stop", extra=await _extras(svc, prepared, text, citations))
         if include_usage:

@@ -83,14 +83,12 @@ class _Sections:
         self.paragraphs.clear()
 
 
-def _cells(row) -> list[str]:
-    return [" ".join(c.get_text(" ", strip=True).split()) for c in row.find_all(["td", "th"], recursive=False)]
-
-
-def _data_row(row) -> bool:
-    """A row of a data table: two or more cells with text and no paragraphs inside. A layout table
-    (DocBook's Note and Warning boxes: an icon cell, then paragraphs) is walked as blocks instead."""
-    return sum(bool(c) for c in _cells(row)) >= 2 and row.find(_BLOCKS) is None
+def _data_row(row) -> list[str] | None:
+    """The cells of a data table's row: two or more with text and no paragraphs inside; None for a
+    layout table's row (DocBook's Note and Warning boxes: an icon cell, then paragraphs), which is
+    walked as blocks instead."""
+    cells = [" ".join(c.get_text(" ", strip=True).split()) for c in row.find_all(["td", "th"], recursive=False)]
+    return cells if sum(bool(c) for c in cells) >= 2 and row.find(_BLOCKS) is None else None
 
 
 def _walk(node, sections: _Sections) -> None:
@@ -107,8 +105,8 @@ def _walk(node, sections: _Sections) -> None:
                 sections.heading(int(child.name[1]), child.get_text(" ", strip=True))
             elif child.name == "pre":  # code and listings keep their line breaks
                 sections.verbatim(child.get_text())
-            elif child.name == "tr" and _data_row(child):  # one line, "| cell | cell |": quoted whole
-                sections.verbatim("| " + " | ".join(_cells(child)) + " |")
+            elif child.name == "tr" and (cells := _data_row(child)):  # one line "| a | b |": quoted whole
+                sections.verbatim("| " + " | ".join(cells) + " |")
             elif child.name in _INLINE:
                 _walk(child, sections)
             else:  # a block: its text is one paragraph, apart from the blocks inside it
