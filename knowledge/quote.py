@@ -36,6 +36,8 @@ class Quote:
 
 _ENDED = re.compile(r"[.!?。！？]['\"”’)\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]|\n\s*\n")
+_MARKS = re.compile(r"\[\d+\]|[\u00b9\u00b2\u00b3\u2070-\u2079]")  # footnote marks: "[16]", "²"
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 Embed = Callable[[list[str]], np.ndarray]
 
 
@@ -43,40 +45,47 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
          embed: Embed | None = None) -> list[Quote]:
     """The units of `excerpts` ((citation number, text), best-ranked first) that answer `question`,
     in quoting order: by excerpt, then as they stand in it. Empty when no excerpt has any text."""
-    cands, seen = [], set()
-    for rank, (n, text) in enumerate(excerpts):
-        for u in units(text):
-            key = " ".join(u.text.lower().split())
-            if not u.is_contents and key not in seen:  # a copy's sentence was already a candidate
-                seen.add(key)
-                cands.append((rank, n, u))
+    cands = [(rank, n, u) for rank, (n, text) in enumerate(excerpts) for u in units(text) if not u.is_contents]
     if not cands:
         return []
     scores = _scores(question, [u.text for _, _, u in cands], lang, idf, embed)
     scores = [s - RANK_PRIOR * rank for s, (rank, _, _) in zip(scores, cands, strict=True)]
     order = sorted(range(len(cands)), key=lambda i: -scores[i])
     best = _answering(order[0], cands)
-    chosen = [best, *_introduced(best, cands), *_following(best, cands, FOLLOWING)]
+    chosen = [best, *_following(best, cands, FOLLOWING)]
     for i in order[1:]:
         if len(chosen) >= MAX_UNITS or scores[i] < KEEP_SHARE * scores[order[0]]:
             break
         i = _answering(i, cands)
         if i not in chosen and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
-    chosen = sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index))
+    chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
+    chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), cands)
     return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
 
 
 def sentence_end(text: str, tail: str) -> str:
     """`text` completed from `tail` (the document's text right after it) up to the end of its last
-    sentence, so that a chunk cut mid-sentence is not quoted cut ("buzz for release" + "1.1, …")."""
-    if not tail or _ENDED.search(text):
+    sentence, so that a chunk cut mid-sentence is not quoted cut ("buzz for release" + "1.1, …").
+    A chunk that ends on a colon gets the block the colon introduces (a command, a list)."""
+    if not tail:
+        return text
+    if text.rstrip().endswith((":", "：")):
+        return text + _next_block(tail)
+    if _ENDED.search(text):
         return text
     end = _SENTENCE_END.search(tail)
     if end:
         return text + tail[:end.end()]
     cut = tail.rstrip().rsplit(None, 1)[0] if " " in tail.strip() else tail
     return text + cut + "…"
+
+
+def _next_block(tail: str) -> str:
+    """The first block of `tail`: its leading blank lines, then up to the next blank line."""
+    body = tail.lstrip("\n")
+    end = _BLANK_LINE.search(body)
+    return tail[:len(tail) - len(body)] + (body[:end.start()] if end else body)
 
 
 def render(quotes: list[Quote]) -> str:
@@ -143,6 +152,19 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
 def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
     """The `n` units after unit `i` in its excerpt: the fact often follows the sentence that names it."""
     return [j for j in range(i + 1, min(i + 1 + n, len(cands))) if cands[j][0] == cands[i][0]]
+
+
+def _once(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
+    """Each sentence quoted once: a copy of the document (its PDF, an older version) repeats it, often
+    with its footnote marks in another form ("system²", "system[16]")."""
+    seen: set[str] = set()
+    out = []
+    for i in chosen:
+        key = " ".join(_MARKS.sub("", cands[i][2].text).lower().split())
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
 
 
 def _chars(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> int:

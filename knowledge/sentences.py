@@ -22,6 +22,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _FINAL = re.compile(r"[.!?:;。！？：；)\]\"”]\s*$")
 _CJK_END = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]$")
 _CJK_START = re.compile(r"^[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+_TITLE_NEXT = re.compile(r"[A-Z0-9\u3400-\u9fff]")  # what follows a title starts a sentence
+TITLE_WIDTH = 0.6  # a title line is shorter than this share of its block's longest line
 _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
 
 
@@ -58,9 +60,9 @@ def units(text: str) -> list[Unit]:
     fenced = False
 
     def flush() -> None:
-        if para:
-            out.extend(sentences(join(para)))
-            para.clear()
+        for block in _headings_apart(para):
+            out.extend(sentences(join(block)))
+        para.clear()
 
     for line in _dedented(text):
         if _FENCE.match(line):
@@ -80,6 +82,22 @@ def units(text: str) -> list[Unit]:
     return [Unit(i, u[0], True) if isinstance(u, tuple) else Unit(i, u) for i, u in enumerate(out)]
 
 
+def _headings_apart(lines: list[str]) -> list[list[str]]:
+    """A block of lines cut before and after its title lines. A PDF's text puts "8.1 Shutting down
+    the system" on a line of its own, right above the paragraph, with no blank line between: a line
+    well short of the block's width, with no final stop, followed by another line, is a title."""
+    width = max((len(line) for line in lines), default=0)
+    blocks: list[list[str]] = [[]]
+    for i, line in enumerate(lines):
+        title = (i + 1 < len(lines) and len(line) < TITLE_WIDTH * width and not _FINAL.search(line)
+                 and _TITLE_NEXT.match(lines[i + 1]) is not None)
+        if title:
+            blocks += [[line], []]
+        else:
+            blocks[-1].append(line)
+    return [b for b in blocks if b]
+
+
 def _dedented(text: str) -> list[str]:
     """Lines less the indentation most of them share: a plain-text rendering indents every line of
     prose (and a chunk may start mid-paragraph, unindented); only what is indented beyond is code."""
@@ -94,7 +112,13 @@ def _dedented(text: str) -> list[str]:
 def sentences(paragraph: str) -> list[str]:
     """Sentences of one paragraph (sentencex: rule-based, per language, no model to download)."""
     lang = "zh" if is_cjk_text(paragraph) else "en"
-    return [s.strip() for s in _segmenter()(lang, paragraph) if s.strip()]
+    out: list[str] = []
+    for piece in _segmenter()(lang, paragraph):
+        if out and not out[-1][-1:].isspace() and out[-1][-1:] in ".!?" and not piece[:1].isspace():
+            out[-1] += piece  # "/etc/cron." + "{daily,weekly}": a full stop inside a word ends nothing
+        else:
+            out.append(piece)
+    return [s.strip() for s in out if s.strip()]
 
 
 def join(lines: list[str]) -> str:

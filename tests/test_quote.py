@@ -207,3 +207,43 @@ def test_a_gap_between_two_quoted_sentences_is_shown():
     text = "The port is 8000. Logs go to the journal. Weather is fine. The port can be changed with --port."
     rendered = quote.render([quote.Quote(1, u, 1.0) for u in units(text) if "port" in u.text])
     assert rendered == "> The port is 8000. … The port can be changed with --port. [1]"
+
+
+def test_a_full_stop_inside_a_word_ends_no_sentence():
+    assert [u.text for u in units("Put daily jobs in /etc/cron.{daily,weekly}. Then restart cron.")] == [
+        "Put daily jobs in /etc/cron.{daily,weekly}.", "Then restart cron."]
+
+
+def test_a_chunk_ending_on_a_colon_gets_the_block_it_introduces():
+    tail = "\n\n    ldapvi -ZD '(cn=admin)'\n\nNote: the default editor is used."
+    assert quote.sentence_end("The following needs to be executed:", tail) == \
+        "The following needs to be executed:\n\n    ldapvi -ZD '(cn=admin)'"
+
+
+def test_a_following_sentence_that_ends_in_a_colon_brings_its_command():
+    """The best sentence names the tool; the one after it opens the command: both, and the command."""
+    excerpts = [(1, "ldapvi edits the LDAP database in a text editor.\n\nThe following needs to be executed:\n\n"
+                    "ldapvi -ZD '(cn=admin)'\n\nNote: ldapvi uses the default editor.")]
+    idf = {"ldap": 3.0, "databas": 1.0, "text": 1.0, "editor": 2.0}
+    rendered = quote.render(quote.pick("How do I edit the LDAP database in a text editor?", excerpts, "en", idf))
+    assert "ldapvi -ZD '(cn=admin)'" in rendered
+
+
+def test_a_pdf_title_line_is_not_glued_to_the_paragraph_under_it():
+    text = ("Chapter 8\nNext Steps\n8.1 Shutting down the system\nTo shut down a running system, you must not "
+            "use the reset switch on the front or back\nof your computer. Use poweroff or shutdown -h now.")
+    got = [u.text for u in units(text)]
+    assert got[:3] == ["Chapter 8", "Next Steps", "8.1 Shutting down the system"]
+    assert got[3].startswith("To shut down") and got[-1] == "Use poweroff or shutdown -h now."
+    wrapped = "A hard-wrapped paragraph of prose runs on to\nthe next line, which is not a title line at all."
+    assert len(units(wrapped)) == 1
+
+
+def test_a_copy_with_other_footnote_marks_is_quoted_once_and_keeps_its_neighbour():
+    """The HTML copy ("system[16]") and the PDF ("system²") of one passage: the sentence after the
+    best one is quoted even when the other copy holds the same sentence, and the best is not repeated."""
+    html = "Tools on the system[16] send notices by e-mail. Install exim4 and mutt with apt install exim4 mutt."
+    pdf = "Tools on the system² send notices by e-mail.\nInstall exim4 and mutt with apt install exim4 mutt."
+    idf = {"system": 1.0, "notic": 3.0, "e-mail": 2.0, "mail": 2.0}
+    rendered = quote.render(quote.pick("Which tools send notices by e-mail?", [(1, pdf), (2, html)], "en", idf))
+    assert "apt install exim4 mutt" in rendered and rendered.count("send notices") == 1
