@@ -138,6 +138,9 @@ class ChatSettings(_Section):
 
     top_k: int = Field(0, ge=0, le=20, description="Excerpts per question; 0 = auto (2 for models under "
                        "1B parameters, which lose the thread in long prompts, else 4).")
+    quote_excerpts: int = Field(4, ge=1, le=20, description="Excerpts a quoted answer (quote and "
+                                "hybrid styles) picks its sentences from, at least top_k: no model reads "
+                                "them, so a small model's limit does not apply; the gate still judges top_k.")
     excerpt_chars: int = Field(0, ge=0, description="Longest excerpt in characters; 0 = auto "
                                "(700 for models under 1B parameters, else 1200).")
     context_tokens: int = Field(1536, ge=256, description="Prompt budget (excerpts, history, question) "

@@ -247,3 +247,19 @@ def test_a_copy_with_other_footnote_marks_is_quoted_once_and_keeps_its_neighbour
     idf = {"system": 1.0, "notic": 3.0, "e-mail": 2.0, "mail": 2.0}
     rendered = quote.render(quote.pick("Which tools send notices by e-mail?", [(1, pdf), (2, html)], "en", idf))
     assert "apt install exim4 mutt" in rendered and rendered.count("send notices") == 1
+
+
+def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever):
+    """quote_excerpts widens what is quoted from; the gate judges the top_k alone, so a question the
+    top_k does not cover is declined however wide the quotes may look."""
+    question = [{"role": "user", "content": "How do I back up the appliance?"}]
+    quoting = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4, answer_style="quote"))
+    assert len(quoting.prepare(question, scope=EVERYTHING).citations) == 4
+    writing = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4))
+    assert len(writing.prepare(question, scope=EVERYTHING).citations) == 2
+    off_topic = "How many vacation days do I get?"
+    hits = retriever.search(off_topic, k=4, scope=EVERYTHING)
+    narrow, wide = quoting.relevance(off_topic, hits[:2], "en"), quoting.relevance(off_topic, hits, "en")
+    assert wide > narrow  # the 3rd or 4th excerpt shares more of the question: the case this is about
+    quoting.cfg.min_relevance_en = (narrow + wide) / 2
+    assert not quoting.prepare([{"role": "user", "content": off_topic}], scope=EVERYTHING).covered

@@ -62,6 +62,7 @@ class RagSettings:
     min_relevance_zh: float = 0.13   # and for Chinese ones
     context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
     excerpt_chars: int = 1200
+    quote_excerpts: int = 4          # quotes are picked from this many (at least top_k): no model reads them
     answer_style: str = "generate"   # generate | quote | hybrid (config "auto" is resolved by the caller)
 
 
@@ -123,18 +124,22 @@ class ChatService:
             return Prepared(list(messages), lang=lang)
         if scope.is_empty:
             return Prepared([], [], covered=False, lang=lang, fixed=NO_ACCESS[lang])
-        hits = self.retriever.search(question, k=self.cfg.top_k, scope=scope)
+        style = style or self.cfg.answer_style
+        # Quotes are picked from more excerpts than a small model can read; the gate judges the
+        # top_k it was calibrated on.
+        wide = self.cfg.quote_excerpts if style != "generate" else 0
+        hits = self.retriever.search(question, k=max(self.cfg.top_k, wide), scope=scope)
         if not hits and not self.retriever.kb.db.chunk_count(self.retriever.kb.cfg.name):
             return Prepared([], [], covered=False, lang=lang, fixed=EMPTY[lang])
         citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
-        if self.relevance(question, hits, lang) < self._threshold(lang):
+        if self.relevance(question, hits[:self.cfg.top_k], lang) < self._threshold(lang):
             return Prepared([], citations[:3], covered=False, lang=lang)
         history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
         system = {"role": "system", "content": SYSTEM_PROMPT}
-        style = style or self.cfg.answer_style
         quotes = self.quotes(question, citations, lang) if style != "generate" else []
-        if not quotes:
-            return Prepared(self._fit(system, history, question_turn(question, citations, lang)), citations, lang=lang)
+        if not quotes:  # the model writes from the top_k it can read
+            read = citations[:self.cfg.top_k]
+            return Prepared(self._fit(system, history, question_turn(question, read, lang)), read, lang=lang)
         quoted = quote.render(quotes)
         if style == "quote":
             return Prepared([], citations, lang=lang, style="quote", quoted=quoted)

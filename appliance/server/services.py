@@ -86,11 +86,11 @@ def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) 
     style = c.answer_style if c.answer_style != "auto" else ("quote" if small else "generate")
     # A small model reads 2 excerpts (it loses the thread in long prompts; the gate was chosen on
     # what it reads), cut to 700 characters when it writes the answer from them; quotes are picked
-    # from the whole excerpts, since no model reads those.
+    # from the whole excerpts, and from quote_excerpts of them, since no model reads those.
     cut = small and style == "generate"
     rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if cut else 1200),
-                      context_tokens=c.context_tokens, min_relevance_en=c.min_relevance_en,
-                      min_relevance_zh=c.min_relevance_zh, answer_style=style)
+                      quote_excerpts=c.quote_excerpts, context_tokens=c.context_tokens,
+                      min_relevance_en=c.min_relevance_en, min_relevance_zh=c.min_relevance_zh, answer_style=style)
     return ChatService(engine, retriever, rag)
 
 
