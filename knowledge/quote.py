@@ -17,9 +17,9 @@ import numpy as np
 from knowledge.sentences import Unit, join, units
 from knowledge.terms import terms, weight_share
 
-MAX_UNITS = 3          # sentences (or whole lines) in one quoted answer
+MAX_UNITS = 4          # sentences (or whole lines) in one quoted answer
 MAX_CHARS = 600        # and characters, so that a quote stays an answer, not the excerpt again
-KEEP_SHARE = 0.75      # a further unit must score this share of the best one
+KEEP_SHARE = 0.6       # a further unit must score this share of the best one
 RANK_PRIOR = 0.05      # a tie between excerpts goes to the better-ranked one
 FOLLOWING = 1          # units after the best one, always quoted with it
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
