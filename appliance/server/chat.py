@@ -59,7 +59,7 @@ class RagSettings:
 
     top_k: int = 4
     min_relevance_en: float = 0.16   # the gate's threshold for English questions (see `relevance`)
-    min_relevance_zh: float = 0.13   # and for Chinese ones
+    min_relevance_zh: float = 0.135  # and for Chinese ones
     context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
     excerpt_chars: int = 1200
     quote_excerpts: int = 4          # quotes are picked from this many (at least top_k): no model reads them
