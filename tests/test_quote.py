@@ -263,3 +263,14 @@ def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever
     assert wide > narrow  # the 3rd or 4th excerpt shares more of the question: the case this is about
     quoting.cfg.min_relevance_en = (narrow + wide) / 2
     assert not quoting.prepare([{"role": "user", "content": off_topic}], scope=EVERYTHING).covered
+
+
+@pytest.mark.parametrize("question", ["What is the biggest file the ingest accepts by default?",
+                                      "How do I give another internal tool access through the API?"])
+def test_a_paraphrase_that_matches_one_sentence_is_covered(retriever, question):
+    """The English gate scores the best sentence, not the whole chunk: these sample paraphrases share
+    one sentence's meaning and few of its words, and were declined when the chunk's vector judged."""
+    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
+    assert chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING).covered
+    off_topic = chat.prepare([{"role": "user", "content": "Who won the football match last night?"}], scope=EVERYTHING)
+    assert not off_topic.covered
