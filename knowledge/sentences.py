@@ -23,6 +23,7 @@ _FINAL = re.compile(r"[.!?:;。！？：；)\]\"”]\s*$")
 _CJK_END = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]$")
 _CJK_START = re.compile(r"^[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
 _TITLE_NEXT = re.compile(r"[A-Z0-9\u3400-\u9fff]")  # what follows a title starts a sentence
+PROSE_LINE = 60  # characters: a line this long is prose's, not a title's or (mostly) code's
 TITLE_WIDTH = 0.6  # a title line is shorter than this share of its block's longest line
 _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
 
@@ -105,7 +106,10 @@ def _dedented(text: str) -> list[str]:
     indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
     if not indents:
         return []
-    base = Counter(indents).most_common(1)[0][0]
+    # Prose is judged by its long lines when there are any: a page with one paragraph and a
+    # ten-line listing is not a page of indented prose.
+    long = [len(line) - len(line.lstrip()) for line in lines if len(line.strip()) >= PROSE_LINE]
+    base = Counter(long or indents).most_common(1)[0][0]
     return [line[min(base, len(line) - len(line.lstrip())):] for line in lines]
 
 

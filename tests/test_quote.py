@@ -274,3 +274,18 @@ def test_a_paraphrase_that_matches_one_sentence_is_covered(retriever, question):
     assert chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING).covered
     off_topic = chat.prepare([{"role": "user", "content": "Who won the football match last night?"}], scope=EVERYTHING)
     assert not off_topic.covered
+
+
+def test_a_plain_text_listing_longer_than_its_paragraph_stays_code():
+    """The base indentation is the prose's (its long lines), not the most common one: a plain-text
+    page with one indented paragraph and a longer, deeper-indented listing keeps the listing whole."""
+    text = ("     The preseed file below sets the locale and the keyboard layout of the new system.\n\n"
+            "         d-i debian-installer/locale string en_US\n"
+            "         d-i keyboard-configuration/xkb-keymap select us\n"
+            "         d-i netcfg/choose_interface select auto\n")
+    got = units(text)
+    assert not got[0].whole_line and got[0].text.startswith("The preseed file")
+    assert [u.text for u in got[1:]] == ["d-i debian-installer/locale string en_US",
+                                         "d-i keyboard-configuration/xkb-keymap select us",
+                                         "d-i netcfg/choose_interface select auto"]
+    assert all(u.whole_line for u in got[1:])
