@@ -118,7 +118,7 @@ def sentences(paragraph: str) -> list[str]:
     lang = "zh" if is_cjk_text(paragraph) else "en"
     out: list[str] = []
     for piece in _segmenter()(lang, paragraph):
-        if out and not out[-1][-1:].isspace() and out[-1][-1:] in ".!?" and not piece[:1].isspace():
+        if out and out[-1].endswith((".", "!", "?")) and not piece[:1].isspace():
             out[-1] += piece  # "/etc/cron." + "{daily,weekly}": a full stop inside a word ends nothing
         else:
             out.append(piece)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,10 +53,10 @@ def peer_answers(peer: DenseWindows, kb, items: list[dict]) -> dict:
 
 def ours(settings, kb, items: list[dict], gate: bool) -> dict:
     """Our chat service in quote style; with `gate` off, no question is declined."""
-    update = {"answer_style": "quote", **({} if gate else {"min_relevance_en": 0.0, "min_relevance_zh": 0.0})}
+    update = {"answer_style": "quote", "quote_excerpts": EXCERPTS,
+              **({} if gate else {"min_relevance_en": 0.0, "min_relevance_zh": 0.0})}
     settings = settings.model_copy(update={"chat": settings.chat.model_copy(update=update)})
     chat = chat_service(settings, NoEngine.for_chat_model(settings), Retriever(kb))
-    chat.cfg = replace(chat.cfg, quote_excerpts=EXCERPTS)
     result = evaluate_answers(chat, [i for i in items if answerable(i)])
     return {lang: {k: m[k] for k in ("contains_answer", "cited_source")} for lang, m in result["by_lang"].items()}
 
