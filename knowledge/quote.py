@@ -59,6 +59,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         i = _answering(i, cands)
         if i not in chosen and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
+    chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
     chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), cands)
     return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
@@ -141,11 +142,24 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
         return []
     out: list[int] = []
     for j in range(i + 1, min(i + 4, len(cands))):
-        if cands[j][0] != cands[i][0]:
-            break
+        if cands[j][0] != cands[i][0] or (cands[i][2].whole_line and not cands[j][2].whole_line):
+            break  # a listing's line introduces lines of the listing, not the prose after it
         out.append(j)
         if not cands[j][2].whole_line:
             break
+    return out
+
+
+def _continued(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
+    """The comment lines that finish the sentence a comment line starts, up to three ("# To get a list
+    of every" / "# possible question that could be asked during an install, do an" / …): a configuration
+    file's comments are prose wrapped by hand, and each line of a listing is a unit of its own."""
+    out: list[int] = []
+    j = i
+    while (cands[j][2].runs_on and len(out) < 3 and j + 1 < len(cands) and cands[j + 1][0] == cands[i][0]
+           and cands[j + 1][2].is_comment):
+        j += 1
+        out.append(j)
     return out
 
 

@@ -26,6 +26,7 @@ _TITLE_NEXT = re.compile(r"[A-Z0-9\u3400-\u9fff]")  # what follows a title start
 PROSE_LINE = 60  # characters: a line this long is prose's, not a title's or (mostly) code's
 TITLE_WIDTH = 0.6  # a title line is shorter than this share of its block's longest line
 _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
+_COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")  # a comment line of code or of a configuration file
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,16 @@ class Unit:
     def opens_list(self) -> bool:
         """Ends with a colon: what it introduces (a list, a command) is its answer."""
         return self.text.rstrip().endswith((":", "："))
+
+    @property
+    def is_comment(self) -> bool:
+        """A comment line of a listing ("# To get a list of every"): prose, wrapped by hand."""
+        return self.whole_line and _COMMENT.match(self.text) is not None
+
+    @property
+    def runs_on(self) -> bool:
+        """A comment line that stops mid-sentence: the comment line under it goes on with it."""
+        return self.is_comment and not _FINAL.search(self.text)
 
     @property
     def is_contents(self) -> bool:

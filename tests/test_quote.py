@@ -289,3 +289,18 @@ def test_a_plain_text_listing_longer_than_its_paragraph_stays_code():
                                          "d-i keyboard-configuration/xkb-keymap select us",
                                          "d-i netcfg/choose_interface select auto"]
     assert all(u.whole_line for u in got[1:])
+
+
+def test_a_comment_sentence_wrapped_over_lines_is_quoted_to_its_end_with_its_commands():
+    """A configuration file's comment is prose wrapped by hand, each line a unit: the lines that finish
+    the best line's sentence come with it, then the commands its colon introduces, not the prose after."""
+    text = ("# Other questions may be asked. To get a list of every\n"
+            "# possible question that could be asked, do an\n"
+            "# installation, and then run these commands:\n"
+            "#   debconf-get-selections --installer > file\n"
+            "#   debconf-get-selections >> file\n\n"
+            "Preseeding the locale sets the default of the installed system.")
+    idf = {"list": 2.0, "everi": 1.0, "question": 2.0}
+    rendered = quote.render(quote.pick("How do I get a list of every question?", [(1, text)], "en", idf))
+    assert "`#   debconf-get-selections >> file` [1]" in rendered and "do an`" in rendered
+    assert "locale" not in rendered
