@@ -57,7 +57,8 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         if len(chosen) >= MAX_UNITS or scores[i] < KEEP_SHARE * scores[order[0]]:
             break
         i = _answering(i, cands)
-        if i not in chosen and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
+        copy = _key(cands[i][2]) in {_key(cands[j][2]) for j in chosen}  # another format's copy: no new unit
+        if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
@@ -164,8 +165,14 @@ def _continued(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
 
 
 def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
-    """The `n` units after unit `i` in its excerpt: the fact often follows the sentence that names it."""
-    return [j for j in range(i + 1, min(i + 1 + n, len(cands))) if cands[j][0] == cands[i][0]]
+    """The `n` units after unit `i` in its excerpt: the fact often follows the sentence that names it.
+    A heading ends them: what stands under it is the next section's."""
+    out: list[int] = []
+    for j in range(i + 1, min(i + 1 + n, len(cands))):
+        if cands[j][0] != cands[i][0] or cands[j][2].is_heading:
+            break
+        out.append(j)
+    return out
 
 
 def _once(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
@@ -174,11 +181,16 @@ def _once(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
     seen: set[str] = set()
     out = []
     for i in chosen:
-        key = " ".join(_MARKS.sub("", cands[i][2].text).lower().split())
+        key = _key(cands[i][2])
         if key not in seen:
             seen.add(key)
             out.append(i)
     return out
+
+
+def _key(unit: Unit) -> str:
+    """What two copies of one sentence share: its words, less case, spacing and footnote marks."""
+    return " ".join(_MARKS.sub("", unit.text).lower().split())
 
 
 def _chars(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> int:

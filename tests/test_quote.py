@@ -304,3 +304,13 @@ def test_a_comment_sentence_wrapped_over_lines_is_quoted_to_its_end_with_its_com
     rendered = quote.render(quote.pick("How do I get a list of every question?", [(1, text)], "en", idf))
     assert "`#   debconf-get-selections >> file` [1]" in rendered and "do an`" in rendered
     assert "locale" not in rendered
+
+
+def test_copies_of_a_quoted_sentence_leave_room_for_the_next_one():
+    """The HTML, PDF and DOCX copies of the best passage rank right under it: they add nothing to the
+    quote, so they must not use up its units before the sentence from another passage is reached."""
+    same = "The default port is 8000. Logs go to the journal."
+    excerpts = [(1, same), (2, same), (3, same), (4, "Change the port with --port.")]
+    idf = {"port": 2.0, "default": 1.0, "chang": 0.5}
+    rendered = quote.render(quote.pick("Which default port, and how to change it?", excerpts, "en", idf))
+    assert "--port" in rendered and rendered.count("8000") == 1
