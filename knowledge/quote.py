@@ -60,6 +60,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         copy = _key(cands[i][2]) in {_key(cands[j][2]) for j in chosen}  # another format's copy: no new unit
         if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
+    chosen += _followers(chosen, cands)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
     chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), cands)
@@ -148,6 +149,21 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
         out.append(j)
         if not cands[j][2].whole_line:
             break
+    return out
+
+
+def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
+    """The unit after each further pick, in the units and characters the quote has left: a sentence
+    that names the subject ("You can get a shell in several ways.") is often followed by the fact.
+    Only after picking, so that a follower never displaces a unit that scored (every pick's follower
+    taking a place cost dev English 0.84 -> 0.80)."""
+    out: list[int] = []
+    for i in chosen[1:]:
+        for j in _following(i, cands, FOLLOWING):
+            taken = [*chosen, *out]
+            if (len(taken) < MAX_UNITS and _key(cands[j][2]) not in {_key(cands[k][2]) for k in taken}
+                    and _chars(taken, cands) + len(cands[j][2].text) <= MAX_CHARS):
+                out.append(j)
     return out
 
 

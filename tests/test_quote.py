@@ -314,3 +314,12 @@ def test_copies_of_a_quoted_sentence_leave_room_for_the_next_one():
     idf = {"port": 2.0, "default": 1.0, "chang": 0.5}
     rendered = quote.render(quote.pick("Which default port, and how to change it?", excerpts, "en", idf))
     assert "--port" in rendered and rendered.count("8000") == 1
+
+
+def test_a_further_pick_brings_the_sentence_after_it_when_the_quote_has_room():
+    """"You can open a shell in several ways." names the subject; the way follows it."""
+    excerpts = [(1, "Open a shell during the installation from the menu."),
+                (2, "During the installation you can open a shell in several ways. Press Left Alt+F2.")]
+    idf = {"open": 1.0, "shell": 2.0, "instal": 1.0}
+    rendered = quote.render(quote.pick("How do I open a shell during the installation?", excerpts, "en", idf))
+    assert "Press Left Alt+F2. [2]" in rendered
