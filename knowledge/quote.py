@@ -9,7 +9,7 @@ retrieval problem at sentence scale, which the knowledge base already knows how 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ MAX_CHARS = 600        # and characters, so that a quote stays an answer, not th
 KEEP_SHARE = 0.6       # a further unit must score this share of the best one
 RANK_PRIOR = 0.05      # a tie between excerpts goes to the better-ranked one
 FOLLOWING = 1          # units after the best one, always quoted with it
+MIN_PIECE = 20        # characters: a shorter unit inside a quoted sentence may be a unit of its own ("Note:")
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
 
 
@@ -57,7 +58,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         if len(chosen) >= MAX_UNITS or scores[i] < KEEP_SHARE * scores[order[0]]:
             break
         i = _answering(i, cands)
-        copy = _key(cands[i][2]) in {_key(cands[j][2]) for j in chosen}  # another format's copy: no new unit
+        copy = _within(_key(cands[i][2]), [_key(cands[j][2]) for j in chosen])  # another copy: no new unit
         if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
     chosen += _followers(chosen, cands)
@@ -161,7 +162,7 @@ def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[in
     for i in chosen[1:]:
         for j in _following(i, cands, FOLLOWING):
             taken = [*chosen, *out]
-            if (len(taken) < MAX_UNITS and _key(cands[j][2]) not in {_key(cands[k][2]) for k in taken}
+            if (len(taken) < MAX_UNITS and not _within(_key(cands[j][2]), [_key(cands[k][2]) for k in taken])
                     and _chars(taken, cands) + len(cands[j][2].text) <= MAX_CHARS):
                 out.append(j)
     return out
@@ -193,15 +194,21 @@ def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
 
 def _once(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
     """Each sentence quoted once: a copy of the document (its PDF, an older version) repeats it, often
-    with its footnote marks in another form ("system²", "system[16]")."""
+    with its footnote marks in another form ("system²", "system[16]"), or cut where its chunk starts."""
+    keys = [_key(cands[i][2]) for i in chosen]
     seen: set[str] = set()
     out = []
-    for i in chosen:
-        key = _key(cands[i][2])
-        if key not in seen:
+    for i, key in zip(chosen, keys, strict=True):
+        if key not in seen and not _within(key, [k for k in keys if k != key]):
             seen.add(key)
             out.append(i)
     return out
+
+
+def _within(key: str, others: Iterable[str]) -> bool:
+    """`key` is one of `others`, or the tail or middle of one: a chunk that starts mid-sentence
+    ("the package), the first line of the changelog …") holds a piece of a sentence quoted whole."""
+    return any(key == o or (len(key) >= MIN_PIECE and key in o) for o in others)
 
 
 def _key(unit: Unit) -> str:

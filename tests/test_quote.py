@@ -323,3 +323,11 @@ def test_a_further_pick_brings_the_sentence_after_it_when_the_quote_has_room():
     idf = {"open": 1.0, "shell": 2.0, "instal": 1.0}
     rendered = quote.render(quote.pick("How do I open a shell during the installation?", excerpts, "en", idf))
     assert "Press Left Alt+F2. [2]" in rendered
+
+
+def test_a_chunk_that_starts_mid_sentence_does_not_repeat_the_sentence_quoted_whole():
+    whole = "If the preparer is not a maintainer, the first line of the changelog explains why."
+    piece = "a maintainer, the first line of the changelog explains why. Mention the NMU there."
+    idf = {"first": 1.0, "line": 1.0, "changelog": 3.0, "nmu": 2.0}
+    rendered = quote.render(quote.pick("What does the first changelog line say?", [(1, whole), (2, piece)], "en", idf))
+    assert rendered.count("first line of the changelog") == 1 and rendered.startswith("> If the preparer")
