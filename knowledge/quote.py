@@ -22,7 +22,7 @@ MAX_CHARS = 600        # and characters, so that a quote stays an answer, not th
 KEEP_SHARE = 0.6       # a further unit must score this share of the best one
 RANK_PRIOR = 0.05      # a tie between excerpts goes to the better-ranked one
 FOLLOWING = 1          # units after the best one, always quoted with it
-MIN_PIECE = 20        # characters: a shorter unit inside a quoted sentence may be a unit of its own ("Note:")
+MIN_PIECE = 20         # characters: a shorter unit inside a quoted sentence may be a unit of its own ("Note:")
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
 
 
