@@ -39,6 +39,7 @@ _ENDED = re.compile(r"[.!?。！？]['\"”’)\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]|\n\s*\n")
 _MARKS = re.compile(r"\[\d+\]|[\u00b9\u00b2\u00b3\u2070-\u2079]")  # footnote marks: "[16]", "²"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_POINTS_BACK = re.compile(r"(?:(?:This|That|These|Those|Such)\b|[这此它该])")  # a sentence that refers back
 Embed = Callable[[list[str]], np.ndarray]
 
 
@@ -63,6 +64,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
             chosen.append(i)
     chosen += _followers(chosen, cands)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
+    chosen += [j for i in chosen for j in _antecedent(i, cands)]  # what "This" refers to
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
     chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), cands)
     return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
@@ -166,6 +168,14 @@ def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[in
                     and _chars(taken, cands) + len(cands[j][2].text) <= MAX_CHARS):
                 out.append(j)
     return out
+
+
+def _antecedent(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
+    """The unit before a sentence that points back to it ("This is what prevents out-of-memory
+    crashes.", "这样…"): quoted alone, such a sentence names what it says of nothing."""
+    if i == 0 or cands[i - 1][0] != cands[i][0] or cands[i - 1][2].is_heading:
+        return []
+    return [i - 1] if _POINTS_BACK.match(cands[i][2].text) else []
 
 
 def _continued(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:

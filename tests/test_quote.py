@@ -331,3 +331,14 @@ def test_a_chunk_that_starts_mid_sentence_does_not_repeat_the_sentence_quoted_wh
     idf = {"first": 1.0, "line": 1.0, "changelog": 3.0, "nmu": 2.0}
     rendered = quote.render(quote.pick("What does the first changelog line say?", [(1, whole), (2, piece)], "en", idf))
     assert rendered.count("first line of the changelog") == 1 and rendered.startswith("> If the preparer")
+
+
+@pytest.mark.parametrize("lang, text, question, idf, before", [
+    ("en", "Spare text first. The engine keeps a ledger of memory and admits a request only when it fits. "
+     "This is what prevents crashes.", "What prevents crashes?", {"prevent": 2.0, "crash": 2.0}, "ledger"),
+    ("zh", "先说别的。引擎为内存记账，只在放得下时才接受请求。这样就不会崩溃。", "怎样才不会崩溃？",
+     {"崩溃": 2.0}, "记账")])
+def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it(lang, text, question, idf, before):
+    """"This is what prevents crashes." alone does not say what does: the sentence before it does."""
+    rendered = quote.render(quote.pick(question, [(1, text)], lang, idf))
+    assert before in rendered and "Spare" not in rendered and "别的" not in rendered
