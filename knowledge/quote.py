@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from knowledge.sentences import Unit, join, units
+from knowledge.sentences import Unit, join, starts_sentence, units
 from knowledge.terms import terms, weight_share
 
 MAX_UNITS = 4          # sentences (or whole lines) in one quoted answer
@@ -136,7 +136,7 @@ def _scores(question: str, texts: list[str], lang: str, idf: dict[str, float], e
 def _answering(i: int, cands: list[tuple[int, int, Unit]]) -> int:
     """A heading answers nothing: the unit under it does (same excerpt), when there is one."""
     rank, _, unit = cands[i]
-    if unit.is_heading and i + 1 < len(cands) and cands[i + 1][0] == rank:
+    if _heading(i, cands) and i + 1 < len(cands) and cands[i + 1][0] == rank:
         return i + 1
     return i
 
@@ -173,22 +173,40 @@ def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[in
 def _antecedent(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
     """The unit before a sentence that points back to it ("This is what prevents out-of-memory
     crashes.", "这样…"): quoted alone, such a sentence names what it says of nothing."""
-    if i == 0 or cands[i - 1][0] != cands[i][0] or cands[i - 1][2].is_heading:
+    if i == 0 or cands[i - 1][0] != cands[i][0] or _heading(i - 1, cands):
         return []
     return [i - 1] if _POINTS_BACK.match(cands[i][2].text) else []
 
 
 def _continued(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
-    """The comment lines that finish the sentence a comment line starts, up to three ("# To get a list
-    of every" / "# possible question that could be asked during an install, do an" / …): a configuration
-    file's comments are prose wrapped by hand, and each line of a listing is a unit of its own."""
+    """The units that finish the sentence unit `i` starts, up to three. A configuration file's
+    comment is prose wrapped by hand, one unit a line ("# To get a list of every" / "# possible
+    question that could be asked during an install, do an" / …); a page's listings cut its sentence
+    into paragraphs ("Then run" / "apt-get update" / "followed by" / "apt-get dist-upgrade")."""
     out: list[int] = []
     j = i
-    while (cands[j][2].runs_on and len(out) < 3 and j + 1 < len(cands) and cands[j + 1][0] == cands[i][0]
-           and cands[j + 1][2].is_comment):
+    while len(out) < 3 and j + 1 < len(cands) and cands[j + 1][0] == cands[i][0] and _runs_on(j, cands):
         j += 1
         out.append(j)
     return out
+
+
+def _runs_on(j: int, cands: list[tuple[int, int, Unit]]) -> bool:
+    """Unit `j` stops mid-sentence and the unit after it goes on with it: a comment line into the
+    next comment line; prose that is not a title into whatever follows."""
+    unit, after = cands[j][2], cands[j + 1][2]
+    if not unit.unfinished:
+        return False
+    return after.is_comment if unit.is_comment else not unit.whole_line and not _heading(j, cands)
+
+
+def _heading(i: int, cands: list[tuple[int, int, Unit]]) -> bool:
+    """A title (`Unit.is_heading`) with the start of a sentence under it. A short unit followed by
+    one that begins mid-sentence ("Then run" above "apt-get update") is a piece of that sentence."""
+    if not cands[i][2].is_heading:
+        return False
+    after = i + 1 < len(cands) and cands[i + 1][0] == cands[i][0]
+    return not after or starts_sentence(cands[i + 1][2].text)
 
 
 def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
@@ -196,7 +214,7 @@ def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
     A heading ends them: what stands under it is the next section's."""
     out: list[int] = []
     for j in range(i + 1, min(i + 1 + n, len(cands))):
-        if cands[j][0] != cands[i][0] or cands[j][2].is_heading:
+        if cands[j][0] != cands[i][0] or _heading(j, cands):
             break
         out.append(j)
     return out

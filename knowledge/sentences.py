@@ -42,7 +42,14 @@ class Unit:
         """A title on its own ("Data directory", "数据目录"): it names the subject, it answers nothing."""
         text = self.text.lstrip("#").strip()
         short = len(text) < 16 if is_cjk_text(text) else len(text.split()) < 5
-        return short and not _FINAL.search(text) and not self.whole_line
+        # "followed by", "apt-get update": pieces of a sentence that a listing cut, not titles
+        lower = text[:1].islower()
+        return short and not lower and not _FINAL.search(text) and not self.whole_line
+
+    @property
+    def unfinished(self) -> bool:
+        """No final stop: a sentence that goes on in the next unit, unless this is a title."""
+        return not _FINAL.search(self.text)
 
     @property
     def opens_list(self) -> bool:
@@ -53,11 +60,6 @@ class Unit:
     def is_comment(self) -> bool:
         """A comment line of a listing ("# To get a list of every"): prose, wrapped by hand."""
         return self.whole_line and _COMMENT.match(self.text) is not None
-
-    @property
-    def runs_on(self) -> bool:
-        """A comment line that stops mid-sentence: the comment line under it goes on with it."""
-        return self.is_comment and not _FINAL.search(self.text)
 
     @property
     def is_contents(self) -> bool:
@@ -102,7 +104,7 @@ def _headings_apart(lines: list[str]) -> list[list[str]]:
     blocks: list[list[str]] = [[]]
     for i, line in enumerate(lines):
         title = (i + 1 < len(lines) and len(line) < TITLE_WIDTH * width and not _FINAL.search(line)
-                 and _TITLE_NEXT.match(lines[i + 1]) is not None)
+                 and starts_sentence(lines[i + 1]))
         if title:
             blocks += [[line], []]
         else:
@@ -134,6 +136,11 @@ def sentences(paragraph: str) -> list[str]:
         else:
             out.append(piece)
     return [s.strip() for s in out if s.strip()]
+
+
+def starts_sentence(text: str) -> bool:
+    """`text` begins as a sentence does (a capital, a digit, a Chinese character), not mid-way."""
+    return _TITLE_NEXT.match(text) is not None
 
 
 def join(lines: list[str]) -> str:

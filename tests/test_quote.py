@@ -342,3 +342,15 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it(lang, text
     """"This is what prevents crashes." alone does not say what does: the sentence before it does."""
     rendered = quote.render(quote.pick(question, [(1, text)], lang, idf))
     assert before in rendered and "Spare" not in rendered and "别的" not in rendered
+
+
+def test_a_sentence_cut_into_paragraphs_by_its_listings_is_quoted_whole():
+    """An HTML page's <pre> blocks cut "Then run apt-get update followed by apt-get dist-upgrade" into
+    four short paragraphs: none of them is a title ("Then run" stands over no sentence's start), and the
+    one that scores brings the rest."""
+    text = ("To use apt-get, edit the sources.list file first.\n\nThen run\n\napt-get update\n\nfollowed by\n\n"
+            "apt-get dist-upgrade\n\nAnswer any questions that might come up.")
+    idf = {"apt": 2.0, "get": 2.0, "updat": 2.0, "command": 1.0}
+    rendered = quote.render(quote.pick("Which apt-get commands update the system?", [(1, text)], "en", idf))
+    assert "apt-get update followed by apt-get dist-upgrade" in rendered
+    assert units("Data directory\n\nThe data directory holds the index.")[0].is_heading  # a title stays one
