@@ -52,6 +52,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         return []
     scores = _scores(question, [u.text for _, _, u in cands], lang, idf, embed)
     scores = [s - RANK_PRIOR * rank for s, (rank, _, _) in zip(scores, cands, strict=True)]
+    keys = [_key(u) for _, _, u in cands]  # what copies of one sentence share, once per unit
     order = sorted(range(len(cands)), key=lambda i: -scores[i])
     best = _answering(order[0], cands)
     chosen = [best, *_following(best, cands, FOLLOWING)]
@@ -59,14 +60,14 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         if len(chosen) >= MAX_UNITS or scores[i] < KEEP_SHARE * scores[order[0]]:
             break
         i = _answering(i, cands)
-        copy = _within(_key(cands[i][2]), [_key(cands[j][2]) for j in chosen])  # another copy: no new unit
+        copy = _within(keys[i], [keys[j] for j in chosen])  # another copy: no new unit
         if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
-    chosen += _followers(chosen, cands)
+    chosen += _followers(chosen, cands, keys)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _antecedent(i, cands)]  # what "This" refers to
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
-    chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), cands)
+    chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), keys)
     return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
 
 
@@ -155,7 +156,7 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
     return out
 
 
-def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
+def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]], keys: list[str]) -> list[int]:
     """The unit after each further pick, in the units and characters the quote has left: a sentence
     that names the subject ("You can get a shell in several ways.") is often followed by the fact.
     Only after picking, so that a follower never displaces a unit that scored (every pick's follower
@@ -164,7 +165,7 @@ def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[in
     for i in chosen[1:]:
         for j in _following(i, cands, FOLLOWING):
             taken = [*chosen, *out]
-            if (len(taken) < MAX_UNITS and not _within(_key(cands[j][2]), [_key(cands[k][2]) for k in taken])
+            if (len(taken) < MAX_UNITS and not _within(keys[j], [keys[k] for k in taken])
                     and _chars(taken, cands) + len(cands[j][2].text) <= MAX_CHARS):
                 out.append(j)
     return out
@@ -220,15 +221,16 @@ def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
     return out
 
 
-def _once(chosen: list[int], cands: list[tuple[int, int, Unit]]) -> list[int]:
-    """Each sentence quoted once: a copy of the document (its PDF, an older version) repeats it, often
-    with its footnote marks in another form ("system²", "system[16]"), or cut where its chunk starts."""
-    keys = [_key(cands[i][2]) for i in chosen]
+def _once(chosen: list[int], keys: list[str]) -> list[int]:
+    """Each sentence quoted once (`keys`: each unit's `_key`): a copy of the document (its PDF, an
+    older version) repeats it, often with its footnote marks in another form ("system²",
+    "system[16]"), or cut where its chunk starts."""
+    picked = [keys[i] for i in chosen]
     seen: set[str] = set()
     out = []
-    for i, key in zip(chosen, keys, strict=True):
-        if key not in seen and not _within(key, [k for k in keys if k != key]):
-            seen.add(key)
+    for i in chosen:
+        if keys[i] not in seen and not _within(keys[i], [k for k in picked if k != keys[i]]):
+            seen.add(keys[i])
             out.append(i)
     return out
 

@@ -44,7 +44,7 @@ class Unit:
         short = len(text) < 16 if is_cjk_text(text) else len(text.split()) < 5
         # "followed by", "apt-get update": pieces of a sentence that a listing cut, not titles
         lower = text[:1].islower()
-        return short and not lower and not _FINAL.search(text) and not self.whole_line
+        return short and not lower and self.unfinished and not self.whole_line
 
     @property
     def unfinished(self) -> bool:
