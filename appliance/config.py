@@ -145,7 +145,7 @@ class ChatSettings(_Section):
                                "(700 for models under 1B parameters, else 1200).")
     context_tokens: int = Field(1536, ge=256, description="Prompt budget (excerpts, history, question) "
                                 "in chat-model tokens; the oldest history turns are dropped first.")
-    min_relevance_en: float = Field(0.18, ge=0, le=1, description="English questions: lowest relevance "
+    min_relevance_en: float = Field(0.165, ge=0, le=1, description="English questions: lowest relevance "
                                     "(the best dense similarity of one excerpt sentence times the best share of the "
                                     "question's term weight found in one excerpt) before answering 'not "
                                     "covered'; calibrate on your questions with `appliance eval gate`.")

@@ -12,6 +12,7 @@ from pathlib import Path
 from knowledge import nearcopy
 from knowledge.access import Scope
 from knowledge.errors import KnowledgeError
+from knowledge.everyday import discount
 from knowledge.kb import KnowledgeBase
 from knowledge.terms import is_cjk_text, terms, weight_share
 from knowledge.threads import on_own_thread
@@ -108,11 +109,14 @@ class Retriever:
         return hits[:k]
 
 
-def coverage(retriever: Retriever, question: str, texts: list[str]) -> float:
+def coverage(retriever: Retriever, question: str, texts: list[str], everyday: bool = False) -> float:
     """The best share, over `texts`, of the question's term weight (IDF over the index) that one
     text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
-    that only shares "install", which every manual says."""
+    that only shares "install", which every manual says. With `everyday`, words common in English
+    at large weigh less (knowledge.everyday)."""
     weights = retriever.kb.db.idf(terms(question))
+    if everyday:
+        weights = discount(weights, question)
     return max((weight_share(weights, set(terms(text))) for text in texts), default=0.0)
 
 

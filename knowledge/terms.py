@@ -80,11 +80,16 @@ def weight_share(weights: dict[str, float], found: set[str]) -> float:
 
 def terms(text: str) -> list[str]:
     """Index/query terms of `text`, in order (duplicates kept: BM25 counts them)."""
+    return [term for term, _ in term_words(text)]
+
+
+def term_words(text: str) -> list[tuple[str, str]]:
+    """Each term of `text` with the lower-case word it came from ("instal", "installing"), in order."""
     text = unicodedata.normalize("NFKC", text).lower()
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for token in _WORD.findall(text):
         if _CJK.match(token):
-            out.extend(cjk_words(token))
+            out.extend((word, word) for word in cjk_words(token))
         elif token not in STOPWORDS:
-            out.append(_stemmer().stemWord(token.replace("’", "'").split("'")[0]))
+            out.append((_stemmer().stemWord(token.replace("’", "'").split("'")[0]), token))
     return out

@@ -1,0 +1,48 @@
+"""Everyday words: how common a word is in English at large, so that the not-covered gate does
+not let "another", "find" or "during" decide whether the documents cover a question.
+
+The gate weighs a question's words by their rarity in the index (IDF). In a small knowledge base
+an everyday word that its documents happen not to use ("anything", "went", "during") gets the
+highest weight there is, as if it were the subject, and a plain paraphrase of a covered question
+is declined: 4 of the sample's 22 answerable English questions were. wordfreq's Zipf scale (log10
+of a word's frequency per billion running words, from large general corpora) says which words are
+everyday; their weight is scaled down, while a word that is rare in English (and every word
+missing from wordfreq, such as "debconf") keeps its full IDF. English only: on the Chinese side
+the same discount lowered the minimum over the corpora that chose it (BENCHMARKS.md, "Everyday
+words in the gate").
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from knowledge.terms import is_cjk_text, term_words
+
+RARE_ZIPF = 5.0      # a word at most this common (about 1 in 100,000 words) keeps its whole weight
+EVERYDAY_ZIPF = 6.0  # from here on ("use", "get", "time") a word keeps only FLOOR of it
+FLOOR = 0.05
+
+
+@lru_cache(maxsize=8192)
+def _zipf(word: str) -> float:
+    import wordfreq  # data ships in the wheel: nothing is fetched
+
+    return wordfreq.zipf_frequency(word, "en")
+
+
+def factor(word: str) -> float:
+    """The share of its index weight that an English `word` keeps: 1 for a word rarer than
+    RARE_ZIPF, falling linearly to FLOOR at EVERYDAY_ZIPF and beyond."""
+    if is_cjk_text(word):
+        return 1.0
+    scaled = (EVERYDAY_ZIPF - _zipf(word)) / (EVERYDAY_ZIPF - RARE_ZIPF)
+    return min(1.0, max(FLOOR, scaled))
+
+
+def discount(weights: dict[str, float], question: str) -> dict[str, float]:
+    """`weights` (per term of `question`) with each term scaled by the factor of the most
+    common word it came from ("run" and "running" both give "run")."""
+    factors: dict[str, float] = {}
+    for term, word in term_words(question):
+        factors[term] = min(factors.get(term, 1.0), factor(word))
+    return {term: w * factors.get(term, 1.0) for term, w in weights.items()}
