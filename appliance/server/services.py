@@ -16,10 +16,12 @@ from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
 from appliance.server.longdoc import LongDocService, LongDocSettings
+from knowledge import everyday
 from knowledge.db import KnowledgeDB
 from knowledge.errors import IndexWriteError
 from knowledge.kb import KBConfig, KnowledgeBase
 from knowledge.retrieve import Retriever
+from knowledge.terms import terms
 
 log = logging.getLogger("appliance.server")
 SAMPLE_DOCS = Path(__file__).resolve().parents[2] / "knowledge" / "sample" / "docs"
@@ -143,6 +145,9 @@ def first_start(services: Services) -> str | None:
         fixed = 0
     if fixed:
         log.warning("repaired %d leftovers of an interrupted index write", fixed)
+    # Loaded here, not by the first question: jieba's dictionary and wordfreq's list (about 1 s).
+    terms("预热 warm")
+    everyday.factor("warm")
     if services.settings.knowledge.sample_docs and kb.db.chunk_count(kb.cfg.name) == 0 and SAMPLE_DOCS.is_dir():
         log.info("indexing the bundled sample guide (%s)", SAMPLE_DOCS)
         services.documents.ingest(SAMPLE_DOCS)
