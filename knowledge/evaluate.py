@@ -10,6 +10,7 @@ from pathlib import Path
 from knowledge.access import EVERYTHING
 from knowledge.errors import KnowledgeError
 from knowledge.retrieve import Retriever
+from knowledge.terms import is_cjk_text
 
 KS = (1, 5, 10)
 
@@ -21,6 +22,11 @@ def normalise(text: str) -> str:
 
 def answerable(item: dict) -> bool:
     return item.get("answerable", True) is not False
+
+
+def item_lang(item: dict) -> str:
+    """The language a QA item is counted under: its `lang` label, else the language its question reads in."""
+    return item.get("lang") or ("zh" if is_cjk_text(item["question"]) else "en")
 
 
 def expected_sources(item: dict) -> set[str]:

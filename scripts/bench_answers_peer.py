@@ -28,7 +28,7 @@ from appliance.cli.common import NoEngine, load_cli_settings  # noqa: E402
 from appliance.server.answer_eval import evaluate_answers  # noqa: E402
 from appliance.server.services import chat_service, open_kb  # noqa: E402
 from knowledge import quote  # noqa: E402
-from knowledge.evaluate import answerable, expected_sources, load_qa, normalise  # noqa: E402
+from knowledge.evaluate import answerable, expected_sources, item_lang, load_qa, normalise  # noqa: E402
 from knowledge.peer import DenseWindows  # noqa: E402
 from knowledge.retrieve import Retriever  # noqa: E402
 from knowledge.terms import is_cjk_text, terms  # noqa: E402
@@ -37,7 +37,8 @@ EXCERPTS = 4
 
 
 def peer_answers(peer: DenseWindows, kb, items: list[dict]) -> dict:
-    """Per language: contains and cited rates of the peer's quoted answers, and their mean length."""
+    """Per language (grouped like `eval answers`: the item's label first): contains and cited rates of
+    the peer's quoted answers, and their mean length. The picker reads the question's own language."""
     rows: dict[str, list[tuple[bool, bool, int]]] = {}
     for item in filter(answerable, items):
         lang = "zh" if is_cjk_text(item["question"]) else "en"
@@ -45,7 +46,7 @@ def peer_answers(peer: DenseWindows, kb, items: list[dict]) -> dict:
         picked = quote.pick(item["question"], [(n, h.text) for n, h in enumerate(hits, start=1)], lang,
                             kb.db.idf(terms(item["question"])), kb.embedder.encode)
         text = normalise(quote.render(picked))
-        rows.setdefault(lang, []).append((any(normalise(w) in text for w in item["answer_contains"]),
+        rows.setdefault(item_lang(item), []).append((any(normalise(w) in text for w in item["answer_contains"]),
                                           bool(expected_sources(item) & {h.source for h in hits}), len(text)))
     return {lang: {"contains_answer": _rate([r[0] for r in got]), "cited_source": _rate([r[1] for r in got]),
                    "mean_chars": round(sum(r[2] for r in got) / len(got))} for lang, got in rows.items()}

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from appliance.server.chat import ChatService
 from knowledge.access import EVERYTHING
-from knowledge.evaluate import answerable, expected_sources, normalise
+from knowledge.evaluate import answerable, expected_sources, item_lang, normalise
 from knowledge.terms import is_cjk_text
 
 DEGENERATE_RATIO = 0.3  # distinct 4-grams / all 4-grams below this = the answer loops
@@ -71,7 +71,7 @@ def _collect(chat: ChatService, item: dict, prepared, req, started: float,
 def _row(item: dict, prepared, text: str, result) -> dict:
     sources = [s for c in prepared.citations for s in [c["source"], *c.get("also_in", [])]] if prepared.covered else []
     wanted = [normalise(s) for s in item.get("answer_contains", [])]
-    return {"question": item["question"], "lang": item.get("lang") or ("zh" if is_cjk_text(item["question"]) else "en"),
+    return {"question": item["question"], "lang": item_lang(item),
             "answerable": answerable(item), "answered": prepared.covered,
             "cited_source": bool(expected_sources(item) & set(sources)),
             "contains_answer": any(w in normalise(text) for w in wanted),
