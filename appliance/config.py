@@ -147,7 +147,8 @@ class ChatSettings(_Section):
                                 "in chat-model tokens; the oldest history turns are dropped first.")
     min_relevance_en: float = Field(0.165, ge=0, le=1, description="English questions: lowest relevance "
                                     "(the best dense similarity of one excerpt sentence times the best share of the "
-                                    "question's term weight found in one excerpt) before answering 'not "
+                                    "question's term weight, everyday English words weighing less, found in one "
+                                    "excerpt) before answering 'not "
                                     "covered'; calibrate on your questions with `appliance eval gate`.")
     min_relevance_zh: float = Field(0.135, ge=0, le=1, description="Chinese questions: the same, "
                                     "with its own threshold.")
