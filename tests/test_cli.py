@@ -90,6 +90,31 @@ def test_reindex_rebuilds_every_indexed_folder(data_dir, tmp_path):
     assert '"done": 2' in stats.output
 
 
+def test_ask_loads_the_chat_model_only_when_it_writes(data_dir, sample_docs):
+    """A quoted answer (the embedded model's default style) needs no model; a written one loads it."""
+    from appliance.cli.common import load_cli_settings
+    from appliance.cli.serve import terminal_backend
+    from appliance.server.services import chat_service, open_kb
+    from knowledge.access import EVERYTHING
+    from knowledge.retrieve import Retriever
+
+    assert runner.invoke(app, ["ingest", str(sample_docs)]).exit_code == 0
+    settings = load_cli_settings(None)
+    kb = open_kb(settings)
+    question = [{"role": "user", "content": "Which port does the server listen on by default?"}]
+    try:
+        with terminal_backend(settings) as engine:
+            chat = chat_service(settings, engine, Retriever(kb))
+            quoted = chat.prepare(question, scope=EVERYTHING)
+            assert quoted.style == "quote" and "8000" in "".join(chat.stream(quoted, chat.answer_params("t")))
+            assert not engine.loaded
+            written = chat.prepare(question, scope=EVERYTHING, style="generate")
+            assert "".join(chat.stream(written, chat.answer_params("t", max_tokens=8))).strip()
+            assert engine.loaded
+    finally:
+        kb.close()
+
+
 def test_summarize_and_ask_about_one_document(data_dir, sample_docs):
     import json
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from appliance.cli.common import AsUserOpt, ConfigOpt, cli_scope, console, err_console, load_cli_settings
+from appliance.cli.common import AsUserOpt, ConfigOpt, NoEngine, cli_scope, console, err_console, load_cli_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +56,15 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
             svc.close()
 
 
+def terminal_backend(settings):
+    """The chat backend for one terminal question: the local model is loaded only if it writes."""
+    from appliance.engine.backend import LazyBackend, open_backend
+
+    if settings.engine.backend == "openai":
+        return open_backend(settings)  # nothing to load here
+    return LazyBackend(settings, NoEngine.for_chat_model(settings).info)
+
+
 def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
                 max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 512,
                 doc: Annotated[str | None, typer.Option("--doc", help="Answer from this whole document (every "
@@ -67,13 +76,12 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
         from appliance.cli.longdoc import document_answer
 
         return document_answer(doc, question, max_tokens, False, config, as_user)
-    from appliance.engine.backend import open_backend
     from appliance.server.services import chat_service, open_kb
     from knowledge.retrieve import Retriever
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)
-    with open_backend(settings) as engine:
+    with terminal_backend(settings) as engine:
         chat = chat_service(settings, engine, Retriever(kb))
         prepared = chat.prepare([{"role": "user", "content": question}], scope=cli_scope(settings, as_user))
         answer = ""
