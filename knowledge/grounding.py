@@ -49,6 +49,11 @@ def check(answer: str, excerpts: list[str], idf: Idf | None = None) -> list[Chec
     return out
 
 
+def cited_numbers(answer: str) -> set[int]:
+    """The excerpt numbers that `answer` cites ("… port 8000. [1]" cites 1)."""
+    return {int(mark[1:-1]) for mark in _CITE.findall(answer)}
+
+
 def summary(checked: list[Checked]) -> dict:
     """The API's `grounding` field: sentences judged, supported, and the unsupported ones."""
     judged = [c for c in checked if c.supported is not None]

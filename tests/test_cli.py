@@ -144,3 +144,15 @@ def test_search_names_every_file_holding_a_copied_passage(data_dir, tmp_path):
 
     hit = json.loads(runner.invoke(app, ["search", "which day does team C deploy", "-k", "1", "--json"]).output)[0]
     assert {hit["source"], *hit["also_in"]} == {"notes.md", "old [2019]/notes.md"}
+
+
+def test_terminal_sources_list_the_cited_excerpts_first(capsys):
+    from appliance.cli.serve import print_sources
+
+    cite = lambda n, source: {"n": n, "source": source, "page": None, "heading": ""}  # noqa: E731
+    citations = [cite(1, "a.md"), cite(2, "b.md"), cite(3, "c.txt")]
+    print_sources(citations, "The port is 8000. [2]")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["[2] b.md", "searched, not cited:", "[1] a.md", "[3] c.txt"]
+    print_sources(citations, "An answer that cites nothing.")
+    assert capsys.readouterr().out.splitlines() == ["[1] a.md", "[2] b.md", "[3] c.txt"]

@@ -93,6 +93,19 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
     for c in chat.ground(prepared, answer):
         if c.supported is False:
             console.print(f"[yellow]⚠ not in the cited excerpts:[/] {c.text}", highlight=False)
-    for c in prepared.citations:
+    print_sources(prepared.citations, answer)
+
+
+def print_sources(citations: list[dict], answer: str) -> None:
+    """The sources under a terminal answer: those it cites first, then the other excerpts it was
+    given (a quote cites only the excerpts it quotes; an answer citing nothing lists them all)."""
+    from knowledge.grounding import cited_numbers
+
+    cited = cited_numbers(answer)
+    used = [c for c in citations if c["n"] in cited] or citations
+    rest = [c for c in citations if c not in used]
+    for n, c in enumerate(used + rest):
+        if n == len(used):
+            console.print("[dim]searched, not cited:[/]", highlight=False)
         where = c["source"] + (f" p.{c['page']}" if c["page"] else "") + (f" § {c['heading']}" if c["heading"] else "")
         console.print(f"[dim][{c['n']}] {where}[/]", highlight=False)
