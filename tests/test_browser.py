@@ -54,6 +54,9 @@ def login_ask_cited_answer_logout(server, quoted: bool) -> None:
         assert "en/security-policy.pdf" in sources and "page 2" in sources
         if quoted:  # the embedded model's default: the fact itself, quoted
             assert "red badge" in page.inner_text("#chatbot")
+            # Once the answer is complete, the excerpts it does not quote are marked as such.
+            page.wait_for_selector("#sources .not-cited", timeout=60_000)
+            assert "searched, not cited" in page.inner_text("#sources")
         page.click("#sources summary >> nth=0")
         assert "red badge" in page.inner_text("#sources")
         page.screenshot(path=str(ARTIFACTS / "chat.png"))

@@ -66,6 +66,7 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
                            title=say(request, "busy_title")) from None
         except (EngineError, EngineStopped) as e:  # the engine, or a remote cluster, failed this answer
             raise gr.Error(say(request, "engine_failed", error=str(e)), title=say(request, "busy_title")) from None
+        html = render_sources(prepared.citations, prepared.covered, request, grounding.cited_numbers(answer))
         answer = _grounded(svc, prepared, answer, request)
         cid = svc.history.save(user, cid, [*messages, {"role": "assistant", "content": answer,
                                                        "citations": prepared.citations}])
@@ -83,9 +84,10 @@ def build_chat_tab(svc: Services, guard: SessionGuard) -> gr.Radio:
         if not choice:
             return [], _hint(request), None
         msgs = svc.history.get(user, choice)
-        last = next((m.get("citations") for m in reversed(msgs) if m.get("citations")), [])
+        last = next((m for m in reversed(msgs) if m.get("citations")), {})
+        cited = grounding.cited_numbers(last.get("content", ""))
         return ([{"role": m["role"], "content": m["content"]} for m in msgs],
-                render_sources(last, True, request), choice)
+                render_sources(last.get("citations", []), True, request, cited), choice)
 
     def new_chat(request: gr.Request):
         guard.user(request)

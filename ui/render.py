@@ -16,14 +16,19 @@ def source_url(source: str, page: int | None = None) -> str:
     return f"/documents/{quote(source)}" + (f"#page={page}" if page else "")
 
 
-def render_sources(citations: list[dict], covered: bool, request: gr.Request | None = None) -> str:
-    """The sources panel: each citation with its passage highlighted and a link to the file."""
+def render_sources(citations: list[dict], covered: bool, request: gr.Request | None = None,
+                   cited: set[int] | None = None) -> str:
+    """The sources panel: each citation with its passage highlighted and a link to the file. Once
+    the answer is known, `cited` holds the numbers it cites: the other excerpts are marked as
+    searched but not cited (a quote cites only what it quotes; an answer citing nothing marks none)."""
     if not citations:
         return f"<p>{escape(say(request, 'no_sources'))}</p>"
     head = "" if covered else f"<p><b>{escape(say(request, 'not_covered_head'))}</b></p>"
     items = []
     for c in citations:
         where = escape(c["source"]) + (", " + escape(say(request, "page_n", n=c["page"])) if c.get("page") else "")
+        if covered and cited and c["n"] not in cited:
+            where += f" <span class='not-cited'>({escape(say(request, 'not_cited'))})</span>"
         heading = f"<br><i>{escape(c['heading'])}</i>" if c.get("heading") else ""
         link = _link(source_url(c["source"], c.get("page")), say(request, "open_source"), "open-source")
         passage = escape(c.get("text") or c.get("snippet", ""))
