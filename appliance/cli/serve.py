@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from appliance.cli.common import AsUserOpt, ConfigOpt, NoEngine, cli_scope, console, err_console, load_cli_settings
+
+if TYPE_CHECKING:
+    from appliance.config import Settings
+    from appliance.engine.backend import ChatBackend
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +60,7 @@ def serve_command(host: Annotated[str | None, typer.Option(help="Bind address (d
             svc.close()
 
 
-def terminal_backend(settings):
+def terminal_backend(settings: Settings) -> ChatBackend:
     """The chat backend for one terminal question: the local model is loaded only if it writes."""
     from appliance.engine.backend import LazyBackend, open_backend
 

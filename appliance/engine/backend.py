@@ -8,11 +8,15 @@ the RAG, UI and API code only ever see this protocol.
 from __future__ import annotations
 
 import threading
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from appliance.engine.errors import Cancelled, EngineOverloaded
 from appliance.engine.request import Request, Result
 from appliance.engine.sequence import SamplingParams
+
+if TYPE_CHECKING:  # annotations only
+    from appliance.config import Settings
+    from appliance.models.metadata import ModelInfo
 
 
 @runtime_checkable
@@ -54,7 +58,7 @@ class LazyBackend:
     so `appliance ask` in quote style answers without loading it (measured on the sample guide,
     SmolLM2-135M, 2 cores: 2.05 s -> 1.83 s for the whole command, median of 3)."""
 
-    def __init__(self, settings, info) -> None:
+    def __init__(self, settings: Settings, info: ModelInfo) -> None:
         self._settings = settings
         self.info = info  # the registered model's facts: they pick the answer style and prompt size
         self.model_name = settings.chat_model
