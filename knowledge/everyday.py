@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from knowledge.terms import is_cjk_text, term_words
+from knowledge.terms import is_cjk_text
 
 RARE_ZIPF = 5.0      # a word at most this common (about 1 in 100,000 words) keeps its whole weight
 EVERYDAY_ZIPF = 6.0  # from here on ("use", "get", "time") a word keeps only FLOOR of it
@@ -39,10 +39,10 @@ def factor(word: str) -> float:
     return min(1.0, max(FLOOR, scaled))
 
 
-def discount(weights: dict[str, float], question: str) -> dict[str, float]:
-    """`weights` (per term of `question`) with each term scaled by the factor of the most
-    common word it came from ("run" and "running" both give "run")."""
+def discount(weights: dict[str, float], pairs: list[tuple[str, str]]) -> dict[str, float]:
+    """`weights` (per term) with each term scaled by the factor of the most common word it came
+    from ("run" and "running" both give "run"); `pairs` is the question's `term_words`."""
     factors: dict[str, float] = {}
-    for term, word in term_words(question):
+    for term, word in pairs:
         factors[term] = min(factors.get(term, 1.0), factor(word))
     return {term: w * factors.get(term, 1.0) for term, w in weights.items()}

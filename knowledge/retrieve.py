@@ -14,7 +14,7 @@ from knowledge.access import Scope
 from knowledge.errors import KnowledgeError
 from knowledge.everyday import discount
 from knowledge.kb import KnowledgeBase
-from knowledge.terms import is_cjk_text, terms, weight_share
+from knowledge.terms import is_cjk_text, term_words, terms, weight_share
 from knowledge.threads import on_own_thread
 
 RRF_K = 60
@@ -114,9 +114,10 @@ def coverage(retriever: Retriever, question: str, texts: list[str], everyday: bo
     text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
     that only shares "install", which every manual says. With `everyday`, words common in English
     at large weigh less (knowledge.everyday)."""
-    weights = retriever.kb.db.idf(terms(question))
+    pairs = term_words(question)  # split once: the IDF lookup and the discount both need it
+    weights = retriever.kb.db.idf([term for term, _ in pairs])
     if everyday:
-        weights = discount(weights, question)
+        weights = discount(weights, pairs)
     return max((weight_share(weights, set(terms(text))) for text in texts), default=0.0)
 
 

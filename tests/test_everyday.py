@@ -26,6 +26,7 @@ def test_rare_and_unknown_words_keep_all_of_it(word):
 
 def test_discount_scales_each_term_by_its_most_common_word():
     weights = {"get": 2.0, "keytab": 8.0}
-    out = discount(weights, "Get the keytab, getting it twice")
+    out = discount(weights, term_words("Get the keytab, getting it twice"))
     assert out["keytab"] == 8.0 and out["get"] == pytest.approx(2.0 * FLOOR)
-    assert discount({"x": 1.0}, "nothing of it") == {"x": 1.0}  # a weight the question does not name is kept
+    # a weight the question does not name is kept
+    assert discount({"x": 1.0}, term_words("nothing of it")) == {"x": 1.0}
