@@ -2,9 +2,12 @@
 
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from appliance.cli import app
+from appliance.cli.common import NoEngine
+from appliance.errors import ApplianceError
 
 runner = CliRunner()
 
@@ -156,3 +159,8 @@ def test_terminal_sources_list_the_cited_excerpts_first(capsys):
     assert lines == ["[2] b.md", "searched, not cited:", "[1] a.md", "[3] c.txt"]
     print_sources(citations, "An answer that cites nothing.")
     assert capsys.readouterr().out.splitlines() == ["[1] a.md", "[2] b.md", "[3] c.txt"]
+
+
+def test_the_model_less_stand_in_refuses_to_write_with_a_clear_error():
+    with pytest.raises(ApplianceError, match="without the chat model"):
+        NoEngine(info=None).submit([{"role": "user", "content": "hi"}], None)

@@ -86,3 +86,11 @@ class NoEngine:
         from appliance.models.registry import ModelRegistry
 
         return cls(ModelRegistry(settings.data_path).resolve(settings.chat_model).model_info)
+
+    def submit(self, messages: list[dict], params) -> None:
+        """A written answer needs the model this stand-in does not load: say so plainly (a quoted
+        answer falls back to a written one when no excerpt sentence answers)."""
+        from appliance.errors import ApplianceError
+
+        raise ApplianceError("this command runs without the chat model, and this question needs a written answer "
+                             "(no excerpt sentence could be quoted)")
