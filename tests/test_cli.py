@@ -159,6 +159,12 @@ def test_terminal_sources_list_the_cited_excerpts_first(capsys):
     assert lines == ["[2] b.md", "searched, not cited:", "[1] a.md", "[3] c.txt"]
     print_sources(citations, "An answer that cites nothing.")
     assert capsys.readouterr().out.splitlines() == ["[1] a.md", "[2] b.md", "[3] c.txt"]
+    # two excerpts of one headingless file are told apart by their opening words
+    twins = [{**cite(1, "t.txt"), "snippet": "Restart the service after\nthe power went out, then check"},
+             {**cite(2, "t.txt"), "snippet": "Logs live in /var/log."}]
+    print_sources(twins, "Nothing cited.")
+    assert capsys.readouterr().out.splitlines() == [
+        '[1] t.txt "Restart the service after the power went out,…"', '[2] t.txt "Logs live in /var/log."']
 
 
 def test_the_model_less_stand_in_refuses_to_write_with_a_clear_error():

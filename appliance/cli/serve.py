@@ -108,8 +108,22 @@ def print_sources(citations: list[dict], answer: str) -> None:
     cited = cited_numbers(answer)
     used = [c for c in citations if c["n"] in cited] or citations
     rest = [c for c in citations if c not in used]
-    for n, c in enumerate(used + rest):
+    labels = [_where(c) for c in used + rest]
+    for n, (c, where) in enumerate(zip(used + rest, labels, strict=True)):
         if n == len(used):
             console.print("[dim]searched, not cited:[/]", highlight=False)
-        where = c["source"] + (f" p.{c['page']}" if c["page"] else "") + (f" § {c['heading']}" if c["heading"] else "")
+        if labels.count(where) > 1:  # two excerpts of one headingless file: tell them apart by their words
+            where += f' "{_opening(c.get("snippet") or c.get("text", ""))}"'
         console.print(f"[dim][{c['n']}] {where}[/]", highlight=False)
+
+
+def _where(c: dict) -> str:
+    return c["source"] + (f" p.{c['page']}" if c["page"] else "") + (f" § {c['heading']}" if c["heading"] else "")
+
+
+def _opening(text: str, chars: int = 50) -> str:
+    """The first words of `text` on one line, cut at a word boundary."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    return flat[:chars].rsplit(" ", 1)[0] + "…"
