@@ -42,7 +42,7 @@ class ChatBackend(Protocol):
         ...
 
 
-def open_backend(settings) -> ChatBackend:
+def open_backend(settings: Settings) -> ChatBackend:
     """The configured backend: the local llama.cpp engine, or the remote cluster (`engine.backend`)."""
     if settings.engine.backend == "openai":
         from appliance.engine.remote import RemoteBackend
