@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,8 +16,15 @@ from knowledge.terms import is_cjk_text
 KS = (1, 5, 10)
 
 
+# Typographic quotes are the same quote to a reader: one copy of a manual prints ”server”, another
+# "server", and NFKC leaves both as they are.
+_QUOTES = str.maketrans({c: '"' for c in "“”„‟«»"} | {c: "'" for c in "‘’‚‛"})
+
+
 def normalise(text: str) -> str:
-    """Whitespace folded, lower case: how expected strings are matched in chunks and answers."""
+    """How expected strings are matched in chunks and answers: compatibility forms folded (a PDF's
+    "ﬁ" ligature, full-width letters), typographic quotes made plain, whitespace folded, lower case."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
     return re.sub(r"\s+", " ", text).strip().lower()
 
 

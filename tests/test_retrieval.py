@@ -3,7 +3,7 @@
 import pytest
 
 from knowledge.access import EVERYTHING
-from knowledge.evaluate import evaluate, item_lang, load_qa
+from knowledge.evaluate import evaluate, item_lang, load_qa, normalise
 from knowledge.ingest import ingest
 from knowledge.retrieve import Retriever
 
@@ -50,3 +50,11 @@ def test_a_qa_item_counts_under_its_label_first():
     assert item_lang({"question": "默认端口是多少？"}) == "zh"
     assert item_lang({"question": "Which port?"}) == "en"
     assert item_lang({"question": "Which port is 默认?", "lang": "zh"}) == "zh"
+
+
+def test_expected_strings_match_across_typographic_and_pdf_forms():
+    """One copy of a manual prints ”server”, another "server"; a PDF writes "ﬁle" with a ligature."""
+    answer = normalise("tjener, which is Norwegian and means ”server”. Edit the conﬁguration ﬁle.")
+    assert normalise('which is Norwegian and means "server"') in answer
+    assert normalise("the configuration file") in answer
+    assert normalise("means 'server'") not in answer  # a different quote is still a different string
