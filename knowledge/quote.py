@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.sentences import Unit, join, starts_sentence, units
-from knowledge.terms import terms, weight_share
+from knowledge.terms import is_cjk_text, terms, weight_share
 
 MAX_UNITS = 4          # sentences (or whole lines) in one quoted answer
 MAX_CHARS = 600        # and characters, so that a quote stays an answer, not the excerpt again
@@ -60,6 +60,8 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         if len(chosen) >= MAX_UNITS or scores[i] < KEEP_SHARE * scores[order[0]]:
             break
         i = _answering(i, cands)
+        if _foreign(cands[i][2], cands[best][2], lang):
+            continue
         copy = _within(keys[i], [keys[j] for j in chosen])  # another copy: no new unit
         if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
@@ -140,6 +142,14 @@ def _answering(i: int, cands: list[tuple[int, int, Unit]]) -> int:
     if _heading(i, cands) and i + 1 < len(cands) and cands[i + 1][0] == rank:
         return i + 1
     return i
+
+
+def _foreign(unit: Unit, best: Unit, lang: str) -> bool:
+    """A Chinese sentence beside the English best one, for an English question: its reader asked in
+    English and could not read it. Not the other way round: the Chinese translations of manuals lag
+    and leave names out (exim4's "邮件客户端" for "mail transport agent"), so a Chinese question
+    keeps the English original beside the translation."""
+    return lang == "en" and not unit.whole_line and is_cjk_text(unit.text) and not is_cjk_text(best.text)
 
 
 def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:

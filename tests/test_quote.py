@@ -71,6 +71,18 @@ def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
     assert "`appliance ingest ./docs --reindex --yes`" in rendered
 
 
+def test_an_english_answer_leaves_out_chinese_sentences_and_a_chinese_one_keeps_english():
+    excerpts = [(1, "Create an account with appliance users add alice."),
+                (2, "用 appliance users add alice 命令创建账号。")]
+    idf = {"add": 1.0, "user": 1.0, "alic": 2.0}  # the question's terms, as the index weighs them
+    english = quote.render(quote.pick("How do I add the user alice?", excerpts, "en", idf))
+    assert "appliance users add alice." in english and "账号" not in english
+    chinese = quote.render(quote.pick("alice 的账号", excerpts[::-1], "zh", {"alic": 2.0, "账号": 1.0}))
+    assert "账号" in chinese and "Create an account" in chinese  # the English original stays beside it
+    only = quote.render(quote.pick("How do I add the user alice?", excerpts[1:], "en", idf))
+    assert "账号" in only  # no English sentence at all: the Chinese one is still the answer
+
+
 def test_copies_are_quoted_once_and_empty_excerpts_give_nothing():
     same = "The default port is 8000."
     picked = quote.pick("default port", [(1, same), (2, same)], "en", {"default": 1.0, "port": 2.0})
