@@ -53,7 +53,11 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
     scores = _scores(question, [u.text for _, _, u in cands], lang, idf, embed)
     scores = [s - RANK_PRIOR * rank for s, (rank, _, _) in zip(scores, cands, strict=True)]
     keys = [_key(u) for _, _, u in cands]  # what copies of one sentence share, once per unit
-    order = sorted(range(len(cands)), key=lambda i: -scores[i])
+    # A title with nothing under it in its excerpt ("Standards-Version (mandatory)" closing a chunk)
+    # names a subject and answers nothing: it is never quoted.
+    order = [i for i in sorted(range(len(cands)), key=lambda i: -scores[i]) if not _bare(_answering(i, cands), cands)]
+    if not order:
+        return []
     best = _answering(order[0], cands)
     chosen = [best, *_following(best, cands, FOLLOWING)]
     for i in order[1:]:
@@ -142,6 +146,10 @@ def _answering(i: int, cands: list[tuple[int, int, Unit]]) -> int:
     if _heading(i, cands) and i + 1 < len(cands) and cands[i + 1][0] == rank:
         return i + 1
     return i
+
+
+def _bare(i: int, cands: list[tuple[int, int, Unit]]) -> bool:
+    return cands[i][2].is_heading and _heading(i, cands)
 
 
 def _foreign(unit: Unit, best: Unit, lang: str) -> bool:

@@ -65,6 +65,14 @@ def test_a_heading_alone_is_never_the_answer():
     assert "/srv/appliance/data" in quote.render(picked)
 
 
+def test_a_title_that_closes_an_excerpt_is_not_quoted():
+    excerpts = [(1, "The service listens on port 8000 by default."), (2, "Port numbers\n\nConfigure services")]
+    rendered = quote.render(quote.pick("Which port does the service use?", excerpts, "en",
+                                       {"port": 2.0, "servic": 1.0}))
+    assert "port 8000" in rendered and "Configure services" not in rendered and "[2]" not in rendered
+    assert quote.pick("port services", [(1, "Configure services")], "en", {"servic": 1.0}) == []
+
+
 def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
     excerpts = [(1, "To rebuild the index run:\n\n    appliance ingest ./docs --reindex --yes\n\nIt takes a while.")]
     rendered = quote.render(quote.pick("How do I rebuild the index?", excerpts, "en", {"rebuild": 2.0, "index": 1.0}))
