@@ -24,7 +24,8 @@ FLOOR = 0.05
 
 
 @lru_cache(maxsize=8192)
-def _zipf(word: str) -> float:
+def zipf(word: str) -> float:
+    """How common `word` is in English at large: log10 of its frequency per billion words (0: unknown)."""
     import wordfreq  # data ships in the wheel: nothing is fetched
 
     return wordfreq.zipf_frequency(word, "en")
@@ -35,7 +36,7 @@ def factor(word: str) -> float:
     RARE_ZIPF, falling linearly to FLOOR at EVERYDAY_ZIPF and beyond."""
     if is_cjk_text(word):
         return 1.0
-    scaled = (EVERYDAY_ZIPF - _zipf(word)) / (EVERYDAY_ZIPF - RARE_ZIPF)
+    scaled = (EVERYDAY_ZIPF - zipf(word)) / (EVERYDAY_ZIPF - RARE_ZIPF)
     return min(1.0, max(FLOOR, scaled))
 
 

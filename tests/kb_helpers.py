@@ -8,13 +8,14 @@ from knowledge.kb import KBConfig, KnowledgeBase
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:
-    """A minimal valid PDF with one line of Helvetica text per page (no external tools)."""
+    """A minimal valid PDF of Helvetica text, a page per item, a line per "\n" (no external tools)."""
     objs = ["<< /Type /Catalog /Pages 2 0 R >>", None,
             "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for text in pages:
         safe = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({safe}) Tj ET".encode("latin-1")
+        lines = " 0 -14 Td ".join(f"({line}) Tj" for line in safe.split("\n"))
+        stream = f"BT /F1 12 Tf 72 720 Td {lines} ET".encode("latin-1")
         objs.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode('latin-1')}\nendstream")
         content = len(objs)
         objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R "
