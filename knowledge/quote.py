@@ -39,6 +39,9 @@ _ENDED = re.compile(r"[.!?。！？]['\"”’)\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]|\n\s*\n")
 _MARKS = re.compile(r"\[\d+\]|[\u00b9\u00b2\u00b3\u2070-\u2079]")  # footnote marks: "[16]", "²"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+# A document's footnote mark glued to its word ("memory[2]", "Alt+F2^[13]"): in a quote it would read
+# as a citation of excerpt 2, or of an excerpt that does not exist. Not in code, where "argv[1]" means it.
+_GLUED_MARK = re.compile(r"(?<=[^\s\[(])\^?\[\d{1,3}\]")
 _POINTS_BACK = re.compile(r"(?:(?:This|That|These|Those|Such)\b|[这此它该])")  # a sentence that refers back
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -123,7 +126,7 @@ def _block(n: int, group: list[Unit]) -> str:
                 prose = []
             lines.append(f"`{u.text.strip()}`")
         else:
-            prose.append(u.text)
+            prose.append(_GLUED_MARK.sub("", u.text))
     if prose:
         lines.append(join(prose))
     lines[-1] += f" [{n}]"

@@ -73,6 +73,14 @@ def test_a_title_that_closes_an_excerpt_is_not_quoted():
     assert quote.pick("port services", [(1, "Configure services")], "en", {"servic": 1.0}) == []
 
 
+def test_a_documents_footnote_marks_do_not_read_as_citations():
+    excerpts = [(1, "Systems with less memory[2] may install. Press Alt+F2^[13] for a shell:\n\n    echo $argv[1]")]
+    rendered = quote.render(quote.pick("less memory shell", excerpts, "en", {"memori": 1.0, "shell": 1.0}))
+    assert "less memory may install" in rendered and "Alt+F2 for a shell" in rendered
+    assert "`echo $argv[1]`" in rendered  # code keeps its brackets
+    assert grounding.cited_numbers(rendered.replace("$argv[1]", "")) == {1}
+
+
 def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
     excerpts = [(1, "To rebuild the index run:\n\n    appliance ingest ./docs --reindex --yes\n\nIt takes a while.")]
     rendered = quote.render(quote.pick("How do I rebuild the index?", excerpts, "en", {"rebuild": 2.0, "index": 1.0}))
