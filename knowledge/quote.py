@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from knowledge.nearcopy import same_passage
 from knowledge.sentences import Unit, join, starts_sentence, units
 from knowledge.terms import is_cjk_text, terms, weight_share
 
@@ -23,6 +24,7 @@ KEEP_SHARE = 0.6       # a further unit must score this share of the best one
 RANK_PRIOR = 0.05      # a tie between excerpts goes to the better-ranked one
 FOLLOWING = 1          # units after the best one, always quoted with it
 MIN_PIECE = 20         # characters: a shorter unit inside a quoted sentence may be a unit of its own ("Note:")
+SAME_LENGTH = 0.8      # a reworded copy of a chosen sentence is at least this share of its length
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
 
 
@@ -69,7 +71,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         i = _answering(i, cands)
         if _foreign(cands[i][2], cands[best][2], lang):
             continue
-        copy = _within(keys[i], [keys[j] for j in chosen])  # another copy: no new unit
+        copy = _within(keys[i], [keys[j] for j in chosen]) or _reworded(i, chosen, cands, keys)
         if not copy and _chars(chosen, cands) + len(cands[i][2].text) <= MAX_CHARS:
             chosen.append(i)
     chosen += _followers(chosen, cands, keys)
@@ -254,6 +256,17 @@ def _once(chosen: list[int], keys: list[str]) -> list[int]:
             seen.add(keys[i])
             out.append(i)
     return out
+
+
+def _reworded(i: int, chosen: list[int], cands: list[tuple[int, int, Unit]], keys: list[str]) -> bool:
+    """Unit `i` is a chosen sentence again, in another copy's wording: the HTML and the PDF of one
+    manual print "CD/BD .iso image" and "CD/BD ISO image" (`nearcopy`). Prose only (a command is
+    quoted as it stands), and about as long: a piece of a longer sentence (a chunk that starts
+    mid-sentence, a command a PDF ran into the prose) is not the sentence."""
+    if cands[i][2].whole_line:
+        return False
+    return any(not cands[j][2].whole_line and SAME_LENGTH * len(keys[j]) <= len(keys[i]) <= len(keys[j])
+               and same_passage(keys[i], keys[j]) for j in chosen)
 
 
 def _within(key: str, others: Iterable[str]) -> bool:

@@ -99,6 +99,16 @@ def test_an_english_answer_leaves_out_chinese_sentences_and_a_chinese_one_keeps_
     assert "账号" in only  # no English sentence at all: the Chinese one is still the answer
 
 
+def test_a_sentence_in_another_copys_wording_is_quoted_once():
+    html = 'It is possible to copy a CD/BD .iso image to USB flash drives (also known as "USB sticks") and boot.'
+    pdf = "It is possible to copy a CD/BD ISO image to USB flash drives (also known as ”USB sticks”) and boot."
+    idf = {"copi": 1.0, "iso": 2.0, "usb": 2.0}
+    picked = quote.pick("copy the iso image to usb", [(1, html), (2, pdf)], "en", idf)
+    assert [q.n for q in picked] == [1]
+    other = "It is possible to copy a CD/BD ISO image to USB flash drives but not to boot from them."
+    assert [q.n for q in quote.pick("copy the iso image to usb", [(1, html), (2, other)], "en", idf)] == [1, 2]
+
+
 def test_copies_are_quoted_once_and_empty_excerpts_give_nothing():
     same = "The default port is 8000."
     picked = quote.pick("default port", [(1, same), (2, same)], "en", {"default": 1.0, "port": 2.0})
