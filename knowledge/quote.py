@@ -146,15 +146,21 @@ def _scores(question: str, texts: list[str], lang: str, idf: dict[str, float], e
 
 
 def _answering(i: int, cands: list[tuple[int, int, Unit]]) -> int:
-    """A heading answers nothing: the unit under it does (same excerpt), when there is one."""
+    """A heading answers nothing, nor does a question (a FAQ's "Can I put my commercial program in a
+    Debian package?"): the unit under it does (same excerpt), when there is one."""
     rank, _, unit = cands[i]
-    if _heading(i, cands) and i + 1 < len(cands) and cands[i + 1][0] == rank:
+    if (_heading(i, cands) or _asks(unit)) and i + 1 < len(cands) and cands[i + 1][0] == rank:
         return i + 1
     return i
 
 
 def _bare(i: int, cands: list[tuple[int, int, Unit]]) -> bool:
-    return cands[i][2].is_heading and _heading(i, cands)
+    """A title or a question with no answer under it in its excerpt: never quoted."""
+    return (cands[i][2].is_heading and _heading(i, cands)) or _asks(cands[i][2])
+
+
+def _asks(unit: Unit) -> bool:
+    return not unit.whole_line and unit.text.rstrip().endswith(("?", "？"))
 
 
 def _foreign(unit: Unit, best: Unit, lang: str) -> bool:

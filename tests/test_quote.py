@@ -81,6 +81,15 @@ def test_a_documents_footnote_marks_do_not_read_as_citations():
     assert grounding.cited_numbers(rendered.replace("$argv[1]", "")) == {1}
 
 
+def test_a_faqs_question_is_not_quoted_its_answer_is():
+    faq = "Can I ship my commercial program as a Debian package? Go right ahead. You need no permission."
+    rendered = quote.render(quote.pick("ship a commercial program as a package", [(1, faq)], "en",
+                                       {"commerci": 2.0, "program": 1.0, "packag": 0.5}))
+    assert rendered.startswith("> Go right ahead.") and "?" not in rendered
+    assert quote.pick("ship commercial programs", [(1, "Can I ship commercial programs?")], "en",
+                      {"commerci": 2.0, "program": 1.0}) == []
+
+
 def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
     excerpts = [(1, "To rebuild the index run:\n\n    appliance ingest ./docs --reindex --yes\n\nIt takes a while.")]
     rendered = quote.render(quote.pick("How do I rebuild the index?", excerpts, "en", {"rebuild": 2.0, "index": 1.0}))
