@@ -26,7 +26,9 @@ _TITLE_NEXT = re.compile(r"[A-Z0-9\u3400-\u9fff]")  # what follows a title start
 PROSE_LINE = 60  # characters: a line this long is prose's, not a title's or (mostly) code's
 TITLE_WIDTH = 0.6  # a title line is shorter than this share of its block's longest line
 _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
-_COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")  # a comment line of code or of a configuration file
+_COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")
+_NUMBERED = re.compile(r"\d+(?:\.\d+)+\.?\s+[A-Z\u3400-\u9fff]")  # "3.1.3 Services …", "12.2.1 Upgrading …"
+MAX_TITLE_WORDS = 12  # a comment line of code or of a configuration file
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Unit:
         """A title on its own ("Data directory", "数据目录"): it names the subject, it answers nothing."""
         text = self.text.lstrip("#").strip()
         short = len(text) < 16 if is_cjk_text(text) else len(text.split()) < 5
+        # A numbered section title is one at any length ("3.1.3 Services running on the main server")
+        short = short or (_NUMBERED.match(text) is not None and len(text.split()) <= MAX_TITLE_WORDS)
         # "followed by", "apt-get update": pieces of a sentence that a listing cut, not titles
         lower = text[:1].islower()
         return short and not lower and self.unfinished and not self.whole_line

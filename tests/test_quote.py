@@ -81,6 +81,16 @@ def test_a_documents_footnote_marks_do_not_read_as_citations():
     assert grounding.cited_numbers(rendered.replace("$argv[1]", "")) == {1}
 
 
+def test_a_numbered_section_title_is_a_heading_at_any_length():
+    assert units("3.1.3 Services running on the main server")[0].is_heading
+    assert not units("3.1 The answer is in this sentence, which goes on for a while.")[0].is_heading
+    text = ("The main server is called tjener and it has the address 10.0.2.2 by default in every school.\n"
+            "3.1.3 Services running on the main server\nWith the exception of thin clients, all services run on it.")
+    rendered = quote.render(quote.pick("what is the main server called", [(1, text)], "en",
+                                       {"main": 1.0, "server": 1.0, "call": 1.0}))
+    assert "tjener" in rendered and "3.1.3" not in rendered
+
+
 def test_a_faqs_question_is_not_quoted_its_answer_is():
     faq = "Can I ship my commercial program as a Debian package? Go right ahead. You need no permission."
     rendered = quote.render(quote.pick("ship a commercial program as a package", [(1, faq)], "en",
