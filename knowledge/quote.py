@@ -58,8 +58,8 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
     scores = _scores(question, [u.text for _, _, u in cands], lang, idf, embed)
     scores = [s - RANK_PRIOR * rank for s, (rank, _, _) in zip(scores, cands, strict=True)]
     keys = [_key(u) for _, _, u in cands]  # what copies of one sentence share, once per unit
-    # A title with nothing under it in its excerpt ("Standards-Version (mandatory)" closing a chunk)
-    # names a subject and answers nothing: it is never quoted.
+    # A title or a question with nothing under it in its excerpt ("配置服务" closing a chunk) names a
+    # subject and answers nothing: it is never quoted.
     order = [i for i in sorted(range(len(cands)), key=lambda i: -scores[i]) if not _bare(_answering(i, cands), cands)]
     if not order:
         return []

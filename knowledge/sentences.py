@@ -26,9 +26,9 @@ _TITLE_NEXT = re.compile(r"[A-Z0-9\u3400-\u9fff]")  # what follows a title start
 PROSE_LINE = 60  # characters: a line this long is prose's, not a title's or (mostly) code's
 TITLE_WIDTH = 0.6  # a title line is shorter than this share of its block's longest line
 _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot leaders
-_COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")
+_COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")  # a comment line of code or of a configuration file
 _NUMBERED = re.compile(r"\d+(?:\.\d+)+\.?\s+[A-Z\u3400-\u9fff]")  # "3.1.3 Services …", "12.2.1 Upgrading …"
-MAX_TITLE_WORDS = 12  # a comment line of code or of a configuration file
+MAX_TITLE_WORDS = 12  # a numbered title is at most this long; a longer line is a numbered sentence
 
 
 @dataclass(frozen=True)
