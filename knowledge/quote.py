@@ -51,7 +51,8 @@ Embed = Callable[[list[str]], np.ndarray]
 def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dict[str, float],
          embed: Embed | None = None) -> list[Quote]:
     """The units of `excerpts` ((citation number, text), best-ranked first) that answer `question`,
-    in quoting order: by excerpt, then as they stand in it. Empty when no excerpt has any text."""
+    in quoting order: by excerpt, then as they stand in it. Empty when no excerpt has a sentence to
+    quote (only titles and questions, or no text)."""
     cands = [(rank, n, u) for rank, (n, text) in enumerate(excerpts) for u in units(text) if not u.is_contents]
     if not cands:
         return []
