@@ -242,10 +242,10 @@ def _heading(i: int, cands: list[tuple[int, int, Unit]]) -> bool:
 
 def _following(i: int, cands: list[tuple[int, int, Unit]], n: int) -> list[int]:
     """The `n` units after unit `i` in its excerpt: the fact often follows the sentence that names it.
-    A heading ends them: what stands under it is the next section's."""
+    A heading ends them, and so does a question (a FAQ's next entry): what follows is another subject."""
     out: list[int] = []
     for j in range(i + 1, min(i + 1 + n, len(cands))):
-        if cands[j][0] != cands[i][0] or _heading(j, cands):
+        if cands[j][0] != cands[i][0] or _heading(j, cands) or _asks(cands[j][2]):
             break
         out.append(j)
     return out

@@ -98,6 +98,10 @@ def test_a_faqs_question_is_not_quoted_its_answer_is():
     assert rendered.startswith("> Go right ahead.") and "?" not in rendered
     assert quote.pick("ship commercial programs", [(1, "Can I ship commercial programs?")], "en",
                       {"commerci": 2.0, "program": 1.0}) == []
+    faqs = "The daemon is restarted during a package upgrade. Do I have to keep all those .deb files?"
+    rendered = quote.render(quote.pick("restart daemon during upgrade", [(1, faqs)], "en",
+                                       {"daemon": 2.0, "restart": 1.0, "upgrad": 1.0}))
+    assert "package upgrade." in rendered and "?" not in rendered  # the next entry's question stays out
 
 
 def test_a_sentence_ending_in_a_colon_brings_its_whole_command():
