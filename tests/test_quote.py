@@ -1,6 +1,7 @@
-"""Quoted answers and the grounding check: pure logic (sentences, picking, marks) and the chat
-service's three answer styles over the real sample index (retrieval and the embedder are real; the
-quote style runs no model, which the stand-in below proves by refusing to be called)."""
+"""Quoted answers: pure logic (picking, rendering, marks) and the chat service's three answer styles
+over the real sample index (retrieval and the embedder are real; the quote style runs no model,
+which the stand-in below proves by refusing to be called). The units quotes are cut into are tested
+in test_sentences.py, the grounding check in test_grounding.py."""
 
 from __future__ import annotations
 
@@ -14,38 +15,6 @@ from knowledge.retrieve import Retriever
 from knowledge.sentences import units
 
 from .kb_helpers import open_kb
-
-
-def test_hard_wrapped_prose_is_joined_into_sentences():
-    text = "The data lives in\n/var/lib/appliance. Back it up\nevery night.\n\nA new paragraph."
-    assert [u.text for u in units(text)] == ["The data lives in /var/lib/appliance.", "Back it up every night.",
-                                             "A new paragraph."]
-
-
-def test_chinese_lines_join_without_a_space():
-    assert [u.text for u in units("默认只监听本机地址的\n8000 端口。数据保存在\n数据目录中。")] == [
-        "默认只监听本机地址的 8000 端口。", "数据保存在数据目录中。"]
-
-
-def test_code_and_table_rows_stay_whole_lines():
-    text = "Start it with:\n\n    appliance serve --port 8000 --host 0.0.0.0\n\n| key | default |\n| port | 8000 |"
-    got = units(text)
-    assert [u.text for u in got] == ["Start it with:", "appliance serve --port 8000 --host 0.0.0.0",
-                                     "| key | default |", "| port | 8000 |"]
-    assert [u.whole_line for u in got] == [False, True, True, True]
-    assert got[0].opens_list
-
-
-def test_a_plain_text_rendering_indented_throughout_is_prose():
-    text = "The installer asks for\n     a host name. Pick a short one.\n     It must be unique."
-    assert all(not u.whole_line for u in units(text))
-    assert "a host name." in units(text)[0].text
-
-
-def test_contents_lines_and_headings_are_recognised():
-    toc, heading, sentence = units("6.2 What are all those names? . . . . . . 21\n\nData directory\n\n"
-                                   "The data directory holds the index.")
-    assert toc.is_contents and heading.is_heading and not sentence.is_heading
 
 
 def test_pick_quotes_the_sentence_with_the_fact_and_its_citation():
@@ -137,23 +106,6 @@ def test_copies_are_quoted_once_and_empty_excerpts_give_nothing():
     picked = quote.pick("default port", [(1, same), (2, same)], "en", {"default": 1.0, "port": 2.0})
     assert [q.n for q in picked] == [1]
     assert quote.pick("default port", [(1, ""), (2, "   ")], "en", {"port": 1.0}) == []
-
-
-def test_grounding_supports_a_quote_and_marks_an_invented_sentence():
-    excerpts = ["The appliance stores its index and users in the data directory, /var/lib/appliance."]
-    quoted = grounding.check("> The appliance stores its index and users in the data directory [1]", excerpts)
-    assert [c.supported for c in quoted] == [True]
-    invented = "The appliance uploads its index to Amazon S3 every Friday."  # negative control
-    checked = grounding.check(f"The data directory is /var/lib/appliance [1]. {invented}", excerpts)
-    assert [c.supported for c in checked] == [True, False]
-    assert grounding.summary(checked) == {"sentences": 2, "supported": 1, "unsupported": [invented]}
-    assert f"{invented} ⚠" in grounding.mark(f"Yes. {invented}", checked)
-
-
-def test_grounding_in_chinese_and_short_sentences_are_not_judged():
-    excerpts = ["默认只监听本机地址 127.0.0.1 的 8000 端口。"]
-    checked = grounding.check("服务默认监听 8000 端口。服务每天把数据上传到阿里云存储桶。好的。", excerpts)
-    assert [c.supported for c in checked] == [True, False, None]
 
 
 class _RefusingModel:
@@ -270,11 +222,6 @@ def test_a_gap_between_two_quoted_sentences_is_shown():
     assert rendered == "> The port is 8000. … The port can be changed with --port. [1]"
 
 
-def test_a_full_stop_inside_a_word_ends_no_sentence():
-    assert [u.text for u in units("Put daily jobs in /etc/cron.{daily,weekly}. Then restart cron.")] == [
-        "Put daily jobs in /etc/cron.{daily,weekly}.", "Then restart cron."]
-
-
 def test_a_chunk_ending_on_a_colon_gets_the_block_it_introduces():
     tail = "\n\n    ldapvi -ZD '(cn=admin)'\n\nNote: the default editor is used."
     assert quote.sentence_end("The following needs to be executed:", tail) == \
@@ -288,16 +235,6 @@ def test_a_following_sentence_that_ends_in_a_colon_brings_its_command():
     idf = {"ldap": 3.0, "databas": 1.0, "text": 1.0, "editor": 2.0}
     rendered = quote.render(quote.pick("How do I edit the LDAP database in a text editor?", excerpts, "en", idf))
     assert "ldapvi -ZD '(cn=admin)'" in rendered
-
-
-def test_a_pdf_title_line_is_not_glued_to_the_paragraph_under_it():
-    text = ("Chapter 8\nNext Steps\n8.1 Shutting down the system\nTo shut down a running system, you must not "
-            "use the reset switch on the front or back\nof your computer. Use poweroff or shutdown -h now.")
-    got = [u.text for u in units(text)]
-    assert got[:3] == ["Chapter 8", "Next Steps", "8.1 Shutting down the system"]
-    assert got[3].startswith("To shut down") and got[-1] == "Use poweroff or shutdown -h now."
-    wrapped = "A hard-wrapped paragraph of prose runs on to\nthe next line, which is not a title line at all."
-    assert len(units(wrapped)) == 1
 
 
 def test_a_copy_with_other_footnote_marks_is_quoted_once_and_keeps_its_neighbour():
@@ -335,21 +272,6 @@ def test_a_paraphrase_that_matches_one_sentence_is_covered(retriever, question):
     assert chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING).covered
     off_topic = chat.prepare([{"role": "user", "content": "Who won the football match last night?"}], scope=EVERYTHING)
     assert not off_topic.covered
-
-
-def test_a_plain_text_listing_longer_than_its_paragraph_stays_code():
-    """The base indentation is the prose's (its long lines), not the most common one: a plain-text
-    page with one indented paragraph and a longer, deeper-indented listing keeps the listing whole."""
-    text = ("     The preseed file below sets the locale and the keyboard layout of the new system.\n\n"
-            "         d-i debian-installer/locale string en_US\n"
-            "         d-i keyboard-configuration/xkb-keymap select us\n"
-            "         d-i netcfg/choose_interface select auto\n")
-    got = units(text)
-    assert not got[0].whole_line and got[0].text.startswith("The preseed file")
-    assert [u.text for u in got[1:]] == ["d-i debian-installer/locale string en_US",
-                                         "d-i keyboard-configuration/xkb-keymap select us",
-                                         "d-i netcfg/choose_interface select auto"]
-    assert all(u.whole_line for u in got[1:])
 
 
 def test_a_comment_sentence_wrapped_over_lines_is_quoted_to_its_end_with_its_commands():
