@@ -24,13 +24,14 @@ def test_pdf_pages(tmp_path):
 def test_pdf_words_broken_at_a_line_end_are_made_whole(tmp_path):
     """PDFium leaves U+FFFE where a line-end hyphen stood: a hyphenated word is joined, a compound
     keeps its hyphen (the rest of the document says which; else whether the word is English)."""
-    first = "The distri-\nbution ships non-\nfree firmware and a kern-\nelfoo tool for opera-\ntion."
-    p = make_pdf(tmp_path / "h.pdf", [first, "Keep it up-to-date, a non-free part of the distribution."])
+    first = "The distri-\nbution ships non-\nfree firmware and a kern-\nelfoo tool for opera-\ntion, kept up-to-\ndate."
+    p = make_pdf(tmp_path / "h.pdf", [first, "Keep it current, a non-free part of the distribution."])
     text = " ".join(s.text for s in load(p, p.read_bytes()).sections)
     assert "\ufffe" not in text
     assert "The distribution ships non-free firmware" in text  # joined / kept, as written elsewhere
     assert "kern-elfoo" in text  # neither form elsewhere and "kernelfoo" is no English word: kept
-    assert "for operation." in text  # neither form elsewhere, an English word: joined
+    assert "for operation," in text  # neither form elsewhere, an English word: joined
+    assert "kept up-to-date." in text  # a compound's part keeps its hyphen ("todate" is in wordfreq)
 
 
 def test_pdf_encrypted_truncated_and_scanned(tmp_path):

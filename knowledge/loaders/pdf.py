@@ -25,7 +25,9 @@ from knowledge.loaders.base import Document, Section
 
 _PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
 _PDFIUM = threading.Lock()
-_BROKEN = re.compile(r"([A-Za-z0-9]+)\ufffe([A-Za-z0-9]+)")  # PDFium's mark for a hyphen that ended a line
+# PDFium's mark for a hyphen that ended a line; group 1 is set when the word before it is already
+# one part of a hyphenated compound ("up-to" + "date")
+_BROKEN = re.compile(r"(-)?([A-Za-z0-9]+)\ufffe([A-Za-z0-9]+)")
 _WORDS = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # "up-to-date" is one word here
 
 
@@ -83,6 +85,7 @@ def _rejoin_hyphens(sections: list[Section]) -> list[Section]:
     ("distribution" written whole elsewhere: join; "non-free": keep the hyphen), else whether the
     joined word is English (wordfreq). Checked against the HTML copies of the same manuals (394
     broken words in five corpora): 97 % right (the dictionary alone: 94 %; joining all: 84 %).
+    Without evidence, a part of a compound keeps its hyphen ("up-to-date", not "up-todate").
     """
     if not any("\ufffe" in s.text for s in sections):
         return sections
@@ -93,12 +96,12 @@ def _rejoin_hyphens(sections: list[Section]) -> list[Section]:
     hyphened = {f"{a}-{b}" for w in words if "-" in w for a, b in pairwise(w.split("-"))}
 
     def mend(m: re.Match) -> str:
-        left, right = m[1], m[2]
+        compound, left, right = m[1] or "", m[2], m[3]
         joined, hyphen = (left + right).lower(), f"{left}-{right}".lower()
         if (joined in whole) != (hyphen in hyphened):
             keep = hyphen in hyphened
         else:
-            keep = zipf(joined) == 0.0
-        return f"{left}-{right}" if keep else left + right
+            keep = bool(compound) or zipf(joined) == 0.0
+        return compound + (f"{left}-{right}" if keep else left + right)
 
     return [replace(s, text=_BROKEN.sub(mend, s.text).replace("\ufffe", "-")) for s in sections]
