@@ -86,7 +86,12 @@ def run_corpus(corpus: Corpus, kb: KnowledgeBase, peer: bool = True,
     items = load_qa(corpus.qa)
     problems = check_labels(corpus, items)
     if problems:
-        raise KnowledgeError("labels that cannot be met:\n  " + "\n  ".join(problems))
+        asked = sum(1 for _ in filter(answerable, items))
+        hint = (f"; is {corpus.folder} the folder the `source` paths start from?" if len(problems) == asked
+                else "")
+        raise KnowledgeError(f"{corpus.name}: {len(problems)} of {asked} labels cannot be met (no listed "
+                             f"source, as the loaders read it, contains the answer){hint}\n  "
+                             + "\n  ".join(problems))
     t0 = time.perf_counter()
     report = ingest(kb, corpus.folder)
     ingest_s = time.perf_counter() - t0

@@ -87,3 +87,17 @@ def test_a_suite_whose_corpora_are_missing_says_how_to_build_them(tmp_path):
     (tmp_path / "bad.toml").write_text("[[corpus]]\nname = 1\n")
     with pytest.raises(KnowledgeError, match="not a suite file"):
         load_suite(tmp_path / "bad.toml", tmp_path)
+
+
+def test_a_suite_with_the_wrong_folder_lists_its_unmeetable_labels(tmp_path, data_dir):
+    """Every label unmet means the folder is not the one the sources start from: the error says so
+    and lists the questions, not only its first line."""
+    suite = tmp_path / "s.toml"
+    suite.write_text(f'[[corpus]]\nname = "cut"\nfolder = "{CUT / "install-guide" / "en"}"\n'
+                     f'qa = "{CUT / "install-guide.jsonl"}"\n')
+    result = runner.invoke(app, ["eval", "retrieval", "--suite", str(suite), "--work", str(tmp_path / "w"),
+                                 "--no-peer"])
+    assert result.exit_code == 1
+    first = json.loads((CUT / "install-guide.jsonl").read_text().splitlines()[0])["question"]
+    assert "labels cannot be met" in result.output and "the folder the `source` paths start from" in result.output
+    assert first in result.output and "Traceback" not in result.output
