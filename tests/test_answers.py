@@ -124,9 +124,12 @@ def test_eval_answers_json_on_four_questions(tmp_path, sample_docs):
     run = lambda *a: subprocess.run([venv_python(), "-m", "appliance.cli", *a], capture_output=True,  # noqa: E731
                                     text=True, env=env, cwd=tmp_path, timeout=600)
     assert run("ingest", str(sample_docs)).returncode == 0
-    out = run("eval", "answers", str(path), "--json", "--max-tokens", "48")
+    out = run("eval", "answers", str(path), "--json", "--max-tokens", "48", "--out", "rows.json")
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]  # what each user would have read
+    assert [r["question"] for r in rows] == [q["question"] for q in [*en, *zh, unanswerable]]
+    assert all(r["answer"] for r in rows) and not rows[-1]["answered"] and "rows" not in result
     assert result["n"] == 4 and set(result["by_lang"]) == {"en", "zh"}
     keys = {"answered", "declined_ok", "cited_source", "contains_answer", "degenerate", "mean_answer_tokens",
             "mean_answer_seconds", "grounded", "style", "median_answer_wall_seconds"}

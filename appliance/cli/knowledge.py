@@ -259,8 +259,13 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
                  max_tokens: Annotated[int, typer.Option(help="Longest answer in tokens.")] = 256,
                  one_user: Annotated[bool, typer.Option("--one-user", help="One question at a time, as one user "
                                                         "waits (median answer time); default 8 at once.")] = False,
+                 out: Annotated[Path | None, typer.Option(help="Also write every question's answer and "
+                                                          "verdicts (JSON) here.")] = None,
                  as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
-    """Run the whole chat (retrieval, prompt, model) per question: answered, declined, cited, correct, loops."""
+    """Run the whole chat (retrieval, prompt, model) per question: answered, declined, cited, correct, loops.
+
+    The figures go to stdout; `--out` keeps the answers themselves, so that a team can read what its
+    users would have read for each question that failed."""
     from appliance.engine.backend import open_backend
     from appliance.server.answer_eval import evaluate_answers
     from appliance.server.services import chat_service, open_kb
@@ -275,6 +280,9 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
         task = bar.add_task("answers", total=len(items))
         result = evaluate_answers(chat_service(settings, engine, Retriever(open_kb(settings))), items,
                                   max_tokens, progress=lambda: bar.advance(task), window=1 if one_user else 8)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     if as_json:
         print(json.dumps({k: v for k, v in result.items() if k != "rows"}, ensure_ascii=False))
         return
