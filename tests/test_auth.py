@@ -50,6 +50,8 @@ def test_api_keys_hashed_and_revocable(tmp_path):
     k2 = users.create_key("alice")
     users.remove("alice")
     assert users.user_for_key(k2) is None
+    with pytest.raises(AuthError, match=r"no user 'alice' .*`appliance users add alice` creates it"):
+        users.create_key("alice")  # a key for nobody: the error says how to add the user
 
 
 def test_lockout_is_per_address_so_others_can_still_log_in(tmp_path):
