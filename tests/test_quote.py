@@ -255,12 +255,14 @@ def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever
     assert len(quoting.prepare(question, scope=EVERYTHING).citations) == 4
     writing = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4))
     assert len(writing.prepare(question, scope=EVERYTHING).citations) == 2
-    off_topic = "How many vacation days do I get?"
-    hits = retriever.search(off_topic, k=4, scope=EVERYTHING)
-    narrow, wide = quoting.relevance(off_topic, hits[:2], "en"), quoting.relevance(off_topic, hits, "en")
-    assert wide > narrow  # the 3rd or 4th excerpt shares more of the question: the case this is about
-    quoting.cfg.min_relevance_en = (narrow + wide) / 2
-    assert not quoting.prepare([{"role": "user", "content": off_topic}], scope=EVERYTHING).covered
+    # The gate is handed the top_k excerpts, never the wider quoting set. (Comparing the two scores
+    # instead depended on the CPU: the int8 embedder's vectors move with their batch, and on an
+    # AVX-512 VNNI machine the wider score came out lower.)
+    judged: list[int] = []
+    relevance = quoting.relevance
+    quoting.relevance = lambda q, hits, lang: judged.append(len(hits)) or relevance(q, hits, lang)
+    prepared = quoting.prepare([{"role": "user", "content": "How many vacation days do I get?"}], scope=EVERYTHING)
+    assert judged == [2] and not prepared.covered
 
 
 @pytest.mark.parametrize("question", ["What is the biggest file the ingest accepts by default?",
