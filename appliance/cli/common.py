@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,6 +19,12 @@ err_console = Console(stderr=True)
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file "
                                                 "(default: $APPLIANCE_CONFIG or ./appliance.toml).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def write_json(out: Path, data: object) -> None:
+    """A command's `--out` file: the figures (and rows) as JSON, its folder made when missing."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 def load_cli_settings(config: Path | None = None) -> Settings:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from appliance.cli.common import NoEngine, console, err_console, load_cli_settings
+from appliance.cli.common import NoEngine, console, err_console, load_cli_settings, write_json
 from appliance.config import Settings
 
 
@@ -43,8 +43,7 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
     if peer:
         report["peer"] = summarise(results, "peer")
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        write_json(out, report)
     if as_json:
         print(json.dumps(report, ensure_ascii=False))
     else:

@@ -23,6 +23,7 @@ from appliance.cli.common import (
     err_console,
     list_by_default,
     load_cli_settings,
+    write_json,
 )
 from knowledge.report import FileResult
 from knowledge.report import Progress as IngestProgress
@@ -281,8 +282,7 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
         result = evaluate_answers(chat_service(settings, engine, Retriever(open_kb(settings))), items,
                                   max_tokens, progress=lambda: bar.advance(task), window=1 if one_user else 8)
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
+        write_json(out, result)
     if as_json:
         print(json.dumps({k: v for k, v in result.items() if k != "rows"}, ensure_ascii=False))
         return
