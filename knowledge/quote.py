@@ -26,6 +26,7 @@ FOLLOWING = 1          # units after the best one, always quoted with it
 MIN_PIECE = 20         # characters: a shorter unit inside a quoted sentence may be a unit of its own ("Note:")
 SAME_LENGTH = 0.8      # a reworded copy of a chosen sentence is at least this share of its length
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
+NUMBER_BONUS = 0.1     # for a unit that holds a number, when the question asks for one
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # A document's footnote mark glued to its word ("memory[2]", "Alt+F2^[13]"): in a quote it would read
 # as a citation of excerpt 2, or of an excerpt that does not exist. Not in code, where "argv[1]" means it.
 _GLUED_MARK = re.compile(r"(?<=[^\s\[(])\^?\[\d{1,3}\]")
+# A question that asks for an amount ("How many languages…", "多少内存", "几个字符") is answered by
+# a sentence with a number in it, in digits or in words ("around 1000", "five minutes", "四分钟").
+_ASKS_AMOUNT = re.compile(r"\bhow (?:many|much|long|big|large|old|often|far)\b|\bwhat (?:year|size)\b"
+                          r"|多少|多大|多长|多久|多高|多远|几[个次天年种位条分秒]", re.IGNORECASE)
+_NUMBER = re.compile(r"\d|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+                     r"forty|fifty|sixty|hundred|thousand|million|billion|dozen)s?\b|[二两三四五六七八九十百千万亿]",
+                     re.IGNORECASE)
 _POINTS_BACK = re.compile(r"(?:(?:This|That|These|Those|Such)\b|[这此它该])")  # a sentence that refers back
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -58,6 +66,8 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
         return []
     scores = _scores(question, [u.text for _, _, u in cands], lang, idf, embed)
     scores = [s - RANK_PRIOR * rank for s, (rank, _, _) in zip(scores, cands, strict=True)]
+    if _ASKS_AMOUNT.search(question):
+        scores = [s + NUMBER_BONUS * bool(_NUMBER.search(u.text)) for s, (_, _, u) in zip(scores, cands, strict=True)]
     keys = [_key(u) for _, _, u in cands]  # what copies of one sentence share, once per unit
     # A title or a question with nothing under it in its excerpt ("配置服务" closing a chunk) names a
     # subject and answers nothing: it is never quoted.

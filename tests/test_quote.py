@@ -50,6 +50,24 @@ def test_a_documents_footnote_marks_do_not_read_as_citations():
     assert grounding.cited_numbers(rendered.replace("$argv[1]", "")) == {1}
 
 
+@pytest.mark.parametrize("question, lang, amount", [
+    ("How many languages does the installer speak?", "en", "more than 80 languages"),
+    ("安装程序支持多少种语言？", "zh", "超过八十种语言"),
+])
+def test_a_question_for_an_amount_is_answered_with_the_number(question, lang, amount):
+    # Found on the installation guide: "How many …" was answered with the sentences that share its
+    # words, and the one with the number, a little further down, was left out.
+    words = {"en": ("The installer asks which language to use and speaks it throughout.",
+                    "It has been translated to more than 80 languages."),
+             "zh": ("安装程序会询问使用哪种语言，并在整个安装过程中支持这种语言。",
+                    "它已被翻译成超过八十种语言。")}[lang]
+    idf = {"en": {"languag": 3.0, "instal": 1.0, "speak": 1.0}, "zh": {"安装程序": 1.0, "支持": 1.0, "语言": 3.0}}[lang]
+    excerpts = [(1, words[0]), (2, words[1])]
+    assert amount in quote.render(quote.pick(question, excerpts, lang, idf))
+    plain = question.replace("How many", "Which").replace("多少种", "哪些")  # no amount asked: no number preferred
+    assert amount not in quote.render(quote.pick(plain, excerpts, lang, idf))
+
+
 def test_a_numbered_section_title_is_a_heading_at_any_length():
     assert units("3.1.3 Services running on the main server")[0].is_heading
     assert not units("3.1 The answer is in this sentence, which goes on for a while.")[0].is_heading
