@@ -13,3 +13,9 @@ class ConfigError(ApplianceError):
 
 class ModelError(ApplianceError):
     """A model file is missing, not a GGUF, truncated, or fails verification."""
+
+
+def no_user(name: str) -> str:
+    """What every command says of a name that is not a user: where the users are, and how to add one.
+    Here because the user store, the access store and the CLI all say it, and `auth` imports `access`."""
+    return f"no user {name!r} (see `appliance users list`; `appliance users add {name}` creates it)"

@@ -228,7 +228,7 @@ def test_bad_grants_are_refused_with_a_reason(access):
         store.grant("everyone", "hr", "admin")
     with pytest.raises(AccessError, match="invalid collection name"):
         store.grant("everyone", "../hr", "read")
-    with pytest.raises(AccessError, match="no user"):
+    with pytest.raises(AccessError, match=r"no user 'mallory' .*`appliance users add mallory` creates it"):
         store.add_member("hr-team", "mallory")
     with pytest.raises(AccessError, match="invalid group name"):
         store.add_member("HR Team", "alice")

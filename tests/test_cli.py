@@ -93,6 +93,11 @@ def test_reindex_rebuilds_every_indexed_folder(data_dir, tmp_path):
     assert '"done": 2' in stats.output
 
 
+def test_as_a_user_who_does_not_exist_says_how_to_add_one(data_dir):
+    r = runner.invoke(app, ["search", "which port", "--as", "ghost"])
+    assert r.exit_code != 0 and "no user 'ghost'" in r.output and "appliance users add ghost" in r.output
+
+
 def test_ask_loads_the_chat_model_only_when_it_writes(data_dir, sample_docs):
     """A quoted answer (the embedded model's default style) needs no model; a written one loads it."""
     from appliance.cli.common import load_cli_settings

@@ -63,14 +63,14 @@ def cli_scope(settings: Settings, as_user: str | None):
 
     if as_user is None:
         return EVERYTHING
-    from appliance.errors import ApplianceError
+    from appliance.errors import ApplianceError, no_user
     from appliance.server.auth import UserStore
     from appliance.server.services import open_access
     from knowledge.db import KnowledgeDB
 
     user = UserStore(settings.data_path / "users.db").get(as_user)
     if user is None:
-        raise ApplianceError(f"no user {as_user!r} (see `appliance users list`)")
+        raise ApplianceError(no_user(as_user))
     db = KnowledgeDB(settings.data_path / "knowledge.db")
     try:
         return open_access(settings, db).scope_for(user)

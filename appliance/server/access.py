@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, no_user
 from appliance.server.db import open_db
 from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 from knowledge.errors import KnowledgeError
@@ -94,7 +94,7 @@ class AccessStore:
         group = _check_group(group)
         with self._lock, self._conn:
             if self._conn.execute("SELECT 1 FROM users WHERE name = ?", (user,)).fetchone() is None:
-                raise AccessError(f"no user {user!r} (see `appliance users list`)")
+                raise AccessError(no_user(user))
             self._conn.execute("INSERT OR IGNORE INTO groups VALUES (?, ?)", (group, time.time()))
             self._conn.execute("INSERT OR IGNORE INTO members VALUES (?, ?)", (user, group))
 

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, no_user
 from appliance.server import access
 from appliance.server.db import open_db
 
@@ -231,4 +231,4 @@ class UserStore:
 
 def _no_user(name: str) -> AuthError:
     """What a command names that is not a user: say where the users are, and how to add one."""
-    return AuthError(f"no user {name!r} (see `appliance users list`; `appliance users add {name}` creates it)")
+    return AuthError(no_user(name))
