@@ -89,6 +89,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _antecedent(i, cands)]  # what "This" refers to
     chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
+    chosen += [j for i in chosen for j in _introducer(i, cands)]  # and a colon's command brings its colon
     chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), keys)
     return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
 
@@ -194,6 +195,14 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
         if not cands[j][2].whole_line:
             break
     return out
+
+
+def _introducer(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
+    """The unit before, when it ends in a colon and so introduces unit `i`: a definition's term
+    ("0-99:" before "Globally allocated by the Debian project"), a command's "run this:"."""
+    if i == 0 or cands[i - 1][0] != cands[i][0]:
+        return []
+    return [i - 1] if cands[i - 1][2].opens_list else []
 
 
 def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]], keys: list[str]) -> list[int]:

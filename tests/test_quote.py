@@ -68,6 +68,16 @@ def test_a_question_for_an_amount_is_answered_with_the_number(question, lang, am
     assert amount not in quote.render(quote.pick(plain, excerpts, lang, idf))
 
 
+def test_a_unit_a_colon_introduces_is_quoted_with_its_introduction():
+    # Found on Debian Policy: a definition list's term stood on its own line ("0-99:"), and the quote
+    # gave the definition without the range the question asked for.
+    text = ("0-99:\n\nGlobally allocated by the Debian project, the same on every Debian system.\n\n"
+            "100-999:\n\nDynamically allocated system users and groups.")
+    rendered = quote.render(quote.pick("Which user IDs does the Debian project hand out globally?", [(1, text)],
+                                       "en", {"global": 3.0, "alloc": 1.0, "debian": 0.5, "project": 1.0}))
+    assert "0-99: Globally allocated by the Debian project" in rendered
+
+
 def test_a_numbered_section_title_is_a_heading_at_any_length():
     assert units("3.1.3 Services running on the main server")[0].is_heading
     assert not units("3.1 The answer is in this sentence, which goes on for a while.")[0].is_heading
