@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.nearcopy import same_passage
-from knowledge.sentences import Unit, join, starts_sentence, units
+from knowledge.sentences import Unit, join, starts_sentence, units, unmark
 from knowledge.terms import is_cjk_text, terms, weight_share
 
 MAX_UNITS = 4          # sentences (or whole lines) in one quoted answer
@@ -42,9 +42,6 @@ _ENDED = re.compile(r"[.!?。！？]['\"”’)\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]|\n\s*\n")
 _MARKS = re.compile(r"\[\d+\]|[\u00b9\u00b2\u00b3\u2070-\u2079]")  # footnote marks: "[16]", "²"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
-# A document's footnote mark glued to its word ("memory[2]", "Alt+F2^[13]"): in a quote it would read
-# as a citation of excerpt 2, or of an excerpt that does not exist. Not in code, where "argv[1]" means it.
-_GLUED_MARK = re.compile(r"(?<=[^\s\[(])\^?\[\d{1,3}\]")
 # A question that asks for an amount ("How many languages…", "多少内存", "几个字符") is answered by
 # a sentence with a number in it, in digits or in words ("around 1000", "five minutes", "四分钟").
 _ASKS_AMOUNT = re.compile(r"\bhow (?:many|much|long|big|large|old|often|far)\b|\bwhat (?:year|size)\b"
@@ -140,7 +137,7 @@ def _block(n: int, group: list[Unit]) -> str:
                 prose = []
             lines.append(f"`{u.text.strip()}`")
         else:
-            prose.append(_GLUED_MARK.sub("", u.text))
+            prose.append(unmark(u.text))
     if prose:
         lines.append(join(prose))
     lines[-1] += f" [{n}]"

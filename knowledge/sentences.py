@@ -29,6 +29,10 @@ _LEADERS = re.compile(r"(?:\.\s?){5,}|…{2,}")  # a table of contents' dot lead
 _COMMENT = re.compile(r"^\s*(?:#|//)\s*\w")  # a comment line of code or of a configuration file
 _NUMBERED = re.compile(r"\d+(?:\.\d+)+\.?\s+[A-Z\u3400-\u9fff]")  # "3.1.3 Services …", "12.2.1 Upgrading …"
 MAX_TITLE_WORDS = 12  # a numbered title is at most this long; a longer line is a numbered sentence
+# A document's footnote mark glued to its word ("memory[2]", "Alt+F2^[13]"): beside excerpts numbered
+# [1], [2]… it reads as a citation of excerpt 2, or of one that does not exist. Not in code, where
+# "argv[1]" means it.
+_GLUED_MARK = re.compile(r"(?<=[^\s\[(])\^?\[\d{1,3}\]")
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,21 @@ def _headings_apart(lines: list[str]) -> list[list[str]]:
         else:
             blocks[-1].append(line)
     return [b for b in blocks if b]
+
+
+def unmark(text: str) -> str:
+    """`text` without the footnote marks glued to its prose's words; code and table rows (as `units`
+    tells them) keep theirs. For what a reader or a model sees beside numbered excerpts."""
+    if not text.strip():
+        return text
+    out, fenced = [], False
+    for line, bare in zip(text.splitlines(keepends=True), _dedented(text), strict=True):
+        if _FENCE.match(bare):
+            fenced = not fenced
+        elif not fenced and not _LINE_UNIT.match(bare):
+            line = _GLUED_MARK.sub("", line)
+        out.append(line)
+    return "".join(out)
 
 
 def _dedented(text: str) -> list[str]:

@@ -78,6 +78,15 @@ def test_a_unit_a_colon_introduces_is_quoted_with_its_introduction():
     assert "0-99: Globally allocated by the Debian project" in rendered
 
 
+def test_a_written_answers_prompt_has_no_footnote_marks_that_read_as_citations():
+    from appliance.server.chat import question_turn
+
+    text = "Systems with less memory[2] may install.\n\n    echo $argv[1]\n"
+    turn = question_turn("memory?", [{"n": 1, "source": "a.html", "page": None, "heading": "", "text": text}], "en")
+    assert "less memory may install" in turn["content"] and "echo $argv[1]" in turn["content"]  # code keeps its own
+    assert grounding.cited_numbers(turn["content"].replace("$argv[1]", "")) == {1}
+
+
 def test_a_numbered_section_title_is_a_heading_at_any_length():
     assert units("3.1.3 Services running on the main server")[0].is_heading
     assert not units("3.1 The answer is in this sentence, which goes on for a while.")[0].is_heading

@@ -18,7 +18,7 @@ from appliance.engine.sequence import SamplingParams
 from knowledge import grounding, quote
 from knowledge.access import Scope
 from knowledge.retrieve import Hit, Retriever, coverage
-from knowledge.sentences import units
+from knowledge.sentences import units, unmark
 from knowledge.terms import is_cjk_text, terms
 
 SYSTEM_PROMPT = (
@@ -265,7 +265,7 @@ def question_turn(question: str, citations: list[dict], lang: str) -> dict:
     for c in reversed(citations):
         where = ", ".join(p for p in (c["source"], page_label(c)) if p)
         where += f", {c['heading']}" if c["heading"] else ""
-        blocks.append(f"[{c['n']}] ({where})\n{c['text']}")
+        blocks.append(f"[{c['n']}] ({where})\n{unmark(c['text'])}")  # "memory[2]" is no citation
     lead = "以下是文档摘录：" if lang == "zh" else "Excerpts from the documents:"
     ask = "请用中文回答，并注明引用编号。" if lang == "zh" else "Answer in English and cite the excerpt numbers."
     return {"role": "user", "content": f"{lead}\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{ask}"}
