@@ -150,7 +150,7 @@ class ChatSettings(_Section):
                                     "question's term weight, everyday English words weighing less, found in one "
                                     "excerpt) before answering 'not "
                                     "covered'; calibrate on your questions with `appliance eval gate`.")
-    min_relevance_zh: float = Field(0.135, ge=0, le=1, description="Chinese questions: the same, "
+    min_relevance_zh: float = Field(0.155, ge=0, le=1, description="Chinese questions: the same, "
                                     "with its own threshold.")
     answer_style: Literal["auto", "generate", "quote", "hybrid"] = Field(
         "auto", description="How answers are written: `generate` (the model writes them), `quote` (the "

@@ -7,9 +7,13 @@ highest weight there is, as if it were the subject, and a plain paraphrase of a 
 is declined: 4 of the sample's 22 answerable English questions were. wordfreq's Zipf scale (log10
 of a word's frequency per billion running words, from large general corpora) says which words are
 everyday; their weight is scaled down, while a word that is rare in English (and every word
-missing from wordfreq, such as "debconf") keeps its full IDF. English only: on the Chinese side
-the same discount lowered the minimum over the corpora that chose it (BENCHMARKS.md, "Everyday
-words in the gate").
+missing from wordfreq, such as "debconf") keeps its full IDF.
+
+Chinese words are not discounted by frequency (that lowered the minimum over the corpora that
+chose it: BENCHMARKS.md, "Everyday words in the gate"), only Chinese *function* words are: 为, 给,
+让, 做 and the like, from the stopwords-iso list, a closed class that names no subject. jieba keeps
+them as words, and in a small index "为" weighed as much as "学生" (BENCHMARKS.md, "Chinese
+function words in the gate").
 """
 
 from __future__ import annotations
@@ -31,11 +35,19 @@ def zipf(word: str) -> float:
     return wordfreq.zipf_frequency(word, "en")
 
 
+@lru_cache(maxsize=1)
+def _function_words_zh() -> frozenset[str]:
+    import stopwordsiso  # the lists ship in the wheel: nothing is fetched
+
+    return frozenset(stopwordsiso.stopwords("zh"))
+
+
 def factor(word: str) -> float:
-    """The share of its index weight that an English `word` keeps: 1 for a word rarer than
-    RARE_ZIPF, falling linearly to FLOOR at EVERYDAY_ZIPF and beyond."""
+    """The share of its index weight that a `word` keeps. English: 1 for a word rarer than
+    RARE_ZIPF, falling linearly to FLOOR at EVERYDAY_ZIPF and beyond. Chinese: FLOOR for a
+    function word, else 1."""
     if is_cjk_text(word):
-        return 1.0
+        return FLOOR if word in _function_words_zh() else 1.0
     scaled = (EVERYDAY_ZIPF - zipf(word)) / (EVERYDAY_ZIPF - RARE_ZIPF)
     return min(1.0, max(FLOOR, scaled))
 

@@ -113,7 +113,7 @@ def coverage(retriever: Retriever, question: str, texts: list[str], everyday: bo
     """The best share, over `texts`, of the question's term weight (IDF over the index) that one
     text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
     that only shares "install", which every manual says. With `everyday`, words common in English
-    at large weigh less (knowledge.everyday)."""
+    at large and Chinese function words weigh less (knowledge.everyday)."""
     pairs = term_words(question)  # split once: the IDF lookup and the discount both need it
     weights = retriever.kb.db.idf([term for term, _ in pairs])
     if everyday:
