@@ -145,9 +145,11 @@ def first_start(services: Services) -> str | None:
         fixed = 0
     if fixed:
         log.warning("repaired %d leftovers of an interrupted index write", fixed)
-    # Loaded here, not by the first question: jieba's dictionary and wordfreq's list (about 1 s).
+    # Loaded here, not by the first question: jieba's dictionary, wordfreq's list and the Chinese
+    # function words (about 1 s).
     terms("预热 warm")
     everyday.factor("warm")
+    everyday.factor("预热")
     if services.settings.knowledge.sample_docs and kb.db.chunk_count(kb.cfg.name) == 0 and SAMPLE_DOCS.is_dir():
         log.info("indexing the bundled sample guide (%s)", SAMPLE_DOCS)
         services.documents.ingest(SAMPLE_DOCS)
