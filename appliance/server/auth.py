@@ -155,7 +155,7 @@ class UserStore:
     def remove(self, name: str) -> None:
         with self._lock, self._conn:
             if not self._conn.execute("DELETE FROM users WHERE name = ?", (name,)).rowcount:
-                raise _no_user(name)
+                raise AuthError(no_user(name))
             self._conn.execute("UPDATE api_keys SET revoked = ? WHERE user = ? AND revoked IS NULL",
                                (time.time(), name))
             access.forget_user(self._conn, name)
@@ -166,7 +166,7 @@ class UserStore:
         with self._lock, self._conn:
             if not self._conn.execute("UPDATE users SET pw_hash = ? WHERE name = ?",
                                       (hash_password(password), name)).rowcount:
-                raise _no_user(name)
+                raise AuthError(no_user(name))
 
     def list(self) -> list[tuple[User, int]]:
         """Users with their count of active API keys."""
@@ -201,7 +201,7 @@ class UserStore:
     def create_key(self, name: str) -> str:
         """A new API key for `name`; returned once, stored only as a hash."""
         if self.get(name) is None:
-            raise _no_user(name)
+            raise AuthError(no_user(name))
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         with self._lock, self._conn:
             self._conn.execute("INSERT INTO api_keys VALUES (?, ?, ?, ?, NULL)",
@@ -227,8 +227,3 @@ class UserStore:
             "SELECT u.name, u.role FROM api_keys k JOIN users u ON u.name = k.user "
             "WHERE k.key_hash = ? AND k.revoked IS NULL", (_key_hash(key),)).fetchone()
         return User(*row) if row else None
-
-
-def _no_user(name: str) -> AuthError:
-    """What a command names that is not a user: say where the users are, and how to add one."""
-    return AuthError(no_user(name))
