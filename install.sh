@@ -197,7 +197,7 @@ fi
 # --- 6b. CPU-only: the embedding model for ONNX Runtime (int8), exported here once -----
 if [ "$GPU" = 0 ]; then
   say "exporting the embedding model to ONNX int8 (CPU ingest is about 2.5x faster; once)"
-  "$VENV/bin/python" -m knowledge.embed \
+  "$VENV/bin/python" -m knowledge.index.embed \
     || echo "warning: ONNX export failed; embeddings will run on torch (knowledge.embed_backend)" >&2
 fi
 

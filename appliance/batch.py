@@ -22,8 +22,8 @@ from pathlib import Path
 from appliance.engine.backend import complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
-from knowledge.access import Scope
-from knowledge.retrieve import under
+from knowledge.index.access import Scope
+from knowledge.retrieve.retriever import under
 
 _TEMPLATE_KEYS = {"instruction", "item", "over", "max_tokens", "max_chars"}
 

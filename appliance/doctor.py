@@ -150,7 +150,7 @@ def _remote_backend(settings: Settings) -> Check:
 
 
 def _embedding_model(settings: Settings) -> Check:
-    from knowledge.embed import Embedder
+    from knowledge.index.embed import Embedder
 
     embedder = Embedder(settings.embedding_model or None, backend=settings.knowledge.embed_backend)
     vec = embedder.encode(["appliance doctor"])
@@ -160,7 +160,7 @@ def _embedding_model(settings: Settings) -> Check:
 
 def _index(settings: Settings) -> Check:
     from appliance.server.services import open_kb
-    from knowledge.integrity import check
+    from knowledge.ingest.integrity import check
 
     kb = open_kb(settings)
     try:

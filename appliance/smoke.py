@@ -42,7 +42,7 @@ def smoke_decode(model_path: str | None = None) -> str:
 
 def smoke_embed() -> int:
     """Encode one sentence; returns the vector dimension."""
-    from knowledge.embed import Embedder
+    from knowledge.index.embed import Embedder
 
     vec = Embedder().encode(["offline knowledge appliance"])
     if vec.shape[0] != 1 or abs(float((vec[0] ** 2).sum()) - 1.0) > 1e-3:

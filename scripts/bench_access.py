@@ -29,10 +29,10 @@ from bench_ingest import sentence  # noqa: E402
 from appliance.bench.load import pct  # noqa: E402
 from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
-from knowledge.access import EVERYTHING, Scope  # noqa: E402
-from knowledge.ingest import ingest  # noqa: E402
-from knowledge.kb import KBConfig, KnowledgeBase  # noqa: E402
-from knowledge.retrieve import Retriever  # noqa: E402
+from knowledge.index.access import EVERYTHING, Scope  # noqa: E402
+from knowledge.index.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.ingest.folder import ingest  # noqa: E402
+from knowledge.retrieve.retriever import Retriever  # noqa: E402
 
 
 def build(work: Path, chunks: int, collections: int, rng: random.Random) -> tuple[KnowledgeBase, list[str]]:

@@ -2,9 +2,9 @@
 """Quoted answers from our retrieval against quoted answers from the simplest peer, in one run.
 
     APPLIANCE_DATA_DIR=/tmp/devdata .venv/bin/python scripts/bench_answers_peer.py /tmp/dev \\
-        knowledge/dev/qa.jsonl [--out bench-out/answers-peer.json]
+        knowledge/data/dev/qa.jsonl [--out bench-out/answers-peer.json]
 
-Both sides answer every answerable question with the same quote picker (`knowledge.quote`: the
+Both sides answer every answerable question with the same quote picker (`knowledge.answer.quote`: the
 excerpts' sentences that answer, verbatim) from 4 excerpts, so only retrieval differs:
 - ours: the chat service in quote style on the index in APPLIANCE_DATA_DIR (built from the same
   folder), as shipped (the not-covered gate on) and with the gate off;
@@ -28,11 +28,11 @@ from appliance.cli.common import NoEngine, load_cli_settings  # noqa: E402
 from appliance.errors import ApplianceError  # noqa: E402
 from appliance.server.answer_eval import evaluate_answers  # noqa: E402
 from appliance.server.services import chat_service, open_kb  # noqa: E402
-from knowledge import quote  # noqa: E402
-from knowledge.evaluate import answerable, expected_sources, item_lang, load_qa, normalise  # noqa: E402
-from knowledge.peer import DenseWindows  # noqa: E402
-from knowledge.retrieve import Retriever  # noqa: E402
-from knowledge.terms import is_cjk_text, terms  # noqa: E402
+from knowledge.answer import quote  # noqa: E402
+from knowledge.eval.evaluate import answerable, expected_sources, item_lang, load_qa, normalise  # noqa: E402
+from knowledge.eval.peer import DenseWindows  # noqa: E402
+from knowledge.retrieve.retriever import Retriever  # noqa: E402
+from knowledge.text.terms import is_cjk_text, terms  # noqa: E402
 
 EXCERPTS = 4
 

@@ -24,9 +24,9 @@ from appliance.engine.engine import Engine  # noqa: E402
 from appliance.engine.llama import ContextConfig  # noqa: E402
 from appliance.models.registry import embedded_chat_model_path  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
-from knowledge.access import EVERYTHING  # noqa: E402
-from knowledge.ingest import ingest  # noqa: E402
-from knowledge.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.index.access import EVERYTHING  # noqa: E402
+from knowledge.index.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.ingest.folder import ingest  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"topic": {"type": "string", "maxLength": 40},
                                            "has_number": {"type": "boolean"}}, "required": ["topic", "has_number"]}
@@ -46,7 +46,7 @@ def main() -> int:
     TEMPLATE.max_tokens = args.max_tokens
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         kb = KnowledgeBase(Path(tmp) / "data", KBConfig())
-        ingest(kb, ROOT / "knowledge" / "sample" / "docs")
+        ingest(kb, ROOT / "knowledge" / "data" / "sample" / "docs")
         items = select_items(kb.db, kb.cfg.name, TEMPLATE, [], scope=EVERYTHING)
         kb.close()
         knobs = EngineSettings(n_ctx=8192, n_seq_max=args.window * 2)

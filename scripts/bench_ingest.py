@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
-from knowledge.ingest import ingest  # noqa: E402
-from knowledge.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.index.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.ingest.folder import ingest  # noqa: E402
 
 WORDS = ("policy server network laptop backup restore certificate account printer invoice budget "
          "deploy release incident review meeting travel expense approval security password rotate "

@@ -2,7 +2,7 @@
 """Whole-document answers against the plain RAG answer (top-k chunks of the whole knowledge base), on
 the same questions, engine and index, in one run.
 
-    APPLIANCE_DATA_DIR=/tmp/dev-onnx .venv/bin/python scripts/bench_longdoc.py knowledge/dev/qa.jsonl \
+    APPLIANCE_DATA_DIR=/tmp/dev-onnx .venv/bin/python scripts/bench_longdoc.py knowledge/data/dev/qa.jsonl \
         [--lang en] [--limit 10] [--out bench-out/longdoc.json]
 
 For each answerable question, the document is its first expected source that is indexed; the
@@ -26,9 +26,9 @@ from appliance.cli.common import load_cli_settings  # noqa: E402
 from appliance.engine.backend import open_backend  # noqa: E402
 from appliance.server.longdoc import DocumentError, find_document  # noqa: E402
 from appliance.server.services import chat_service, longdoc_service, open_kb  # noqa: E402
-from knowledge.access import EVERYTHING  # noqa: E402
-from knowledge.evaluate import load_qa, normalise  # noqa: E402
-from knowledge.retrieve import Retriever  # noqa: E402
+from knowledge.eval.evaluate import load_qa, normalise  # noqa: E402
+from knowledge.index.access import EVERYTHING  # noqa: E402
+from knowledge.retrieve.retriever import Retriever  # noqa: E402
 
 
 def main() -> int:

@@ -2,13 +2,13 @@
 """Our retrieval against the simplest peer, on the same files and questions, in one run.
 
     APPLIANCE_DATA_DIR=/tmp/devdata .venv/bin/python scripts/bench_retrieval_peer.py /tmp/dev \\
-        knowledge/dev/qa.jsonl [--chars 1000 --overlap 200] [--out bench-out/retrieval-peer.json]
+        knowledge/data/dev/qa.jsonl [--chars 1000 --overlap 200] [--out bench-out/retrieval-peer.json]
 
 The peer is what a front-end tutorial builds: the text of every file (read with our loaders, so
 extraction is not what differs) cut into fixed windows of `--chars` characters with `--overlap`,
 embedded with the same all-MiniLM-L6-v2, cosine top-k, nothing else. "Ours" is `appliance eval
 retrieval` on the index already built in APPLIANCE_DATA_DIR from the same folder. Both are scored
-by `knowledge.evaluate` (recall@1/5/10, MRR, per language).
+by `knowledge.eval.evaluate` (recall@1/5/10, MRR, per language).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.cli.common import load_cli_settings  # noqa: E402
 from appliance.server.services import open_kb  # noqa: E402
-from knowledge.evaluate import evaluate, load_qa  # noqa: E402
-from knowledge.peer import DenseWindows  # noqa: E402
-from knowledge.retrieve import Retriever  # noqa: E402
+from knowledge.eval.evaluate import evaluate, load_qa  # noqa: E402
+from knowledge.eval.peer import DenseWindows  # noqa: E402
+from knowledge.retrieve.retriever import Retriever  # noqa: E402
 
 
 def main() -> int:

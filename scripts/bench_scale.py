@@ -26,9 +26,9 @@ from bench_ingest import paragraph, sentence  # noqa: E402
 from appliance.bench.report import write_metrics  # noqa: E402
 from appliance.offline import install_guard  # noqa: E402
 from appliance.server.documents import DocumentsService  # noqa: E402
-from knowledge.ingest import ingest  # noqa: E402
-from knowledge.integrity import check  # noqa: E402
-from knowledge.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.index.kb import KBConfig, KnowledgeBase  # noqa: E402
+from knowledge.ingest.folder import ingest  # noqa: E402
+from knowledge.ingest.integrity import check  # noqa: E402
 
 
 def generate(folder: Path, files: int, big_mb: float, rng: random.Random) -> Path:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the development corpus: real documentation nobody here wrote, from Debian packages, plus
-# conversions and hostile files. Used to tune and measure retrieval (knowledge/dev/qa.jsonl).
+# conversions and hostile files. Used to tune and measure retrieval (knowledge/data/dev/qa.jsonl).
 #
 #   scripts/make_dev_corpus.sh OUT_DIR        (needs apt-get download and dpkg-deb; run apt-get update once)
 #

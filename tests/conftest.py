@@ -56,11 +56,11 @@ def venv_python() -> str:
 @pytest.fixture(scope="session")
 def embedder():
     """One embedding model for the whole session (loading it takes seconds)."""
-    from knowledge.embed import Embedder
+    from knowledge.index.embed import Embedder
 
     return Embedder()
 
 
 @pytest.fixture(scope="session")
 def sample_docs() -> Path:
-    return ROOT / "knowledge" / "sample" / "docs"
+    return ROOT / "knowledge" / "data" / "sample" / "docs"

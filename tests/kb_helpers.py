@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.kb import KBConfig, KnowledgeBase
+from knowledge.index.kb import KBConfig, KnowledgeBase
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:

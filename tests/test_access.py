@@ -11,10 +11,10 @@ from appliance.batch import Template, select_items
 from appliance.server.access import AccessError, AccessStore
 from appliance.server.auth import UserStore
 from appliance.server.longdoc import DocumentError, find_document
-from knowledge.access import EVERYTHING, Scope, check_collection
 from knowledge.errors import KnowledgeError
-from knowledge.ingest import ingest
-from knowledge.retrieve import Retriever
+from knowledge.index.access import EVERYTHING, Scope, check_collection
+from knowledge.ingest.folder import ingest
+from knowledge.retrieve.retriever import Retriever
 
 from .kb_helpers import open_kb
 
@@ -87,7 +87,7 @@ def test_both_ways_of_a_scoped_vector_search_return_the_readers_nearest_only(tmp
     """Most of the index readable: the nearest are over-fetched and filtered by label. A small part
     readable: too few of the nearest are, so Chroma filters inside its query. Both give only the
     reader's chunks, and the same ones as Chroma's own filtered search."""
-    from knowledge.store import OVERFETCH, _hits
+    from knowledge.index.store import OVERFETCH, _hits
 
     for c in range(4):
         (tmp_path / f"c{c}").mkdir()

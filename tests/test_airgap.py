@@ -30,7 +30,7 @@ def test_quantize_runs_without_network(tmp_path):
     # embedded model, with no network at all. Q4_1 → Q8_0 is a requantize, hence the flag.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "APPLIANCE_DATA_DIR": str(tmp_path / "data")}
     out = subprocess.run(["unshare", "-rn", venv_python(), "-m", "appliance.cli", "quantize", "smollm2-135m",
-                          "--type", "Q8_0", "--allow-requantize", "--calib", str(ROOT / "knowledge/sample/docs"),
+                          "--type", "Q8_0", "--allow-requantize", "--calib", str(ROOT / "knowledge/data/sample/docs"),
                           "--no-bench", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])

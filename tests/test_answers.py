@@ -9,11 +9,11 @@ import pytest
 
 from appliance.server.answer_eval import distinct_4gram_ratio, is_degenerate
 from appliance.server.chat import ChatService, RagSettings
-from knowledge.access import EVERYTHING
-from knowledge.evaluate import load_qa
-from knowledge.ingest import ingest
-from knowledge.retrieve import Retriever, coverage
-from knowledge.terms import is_cjk_text, terms
+from knowledge.eval.evaluate import load_qa
+from knowledge.index.access import EVERYTHING
+from knowledge.ingest.folder import ingest
+from knowledge.retrieve.retriever import Retriever, coverage
+from knowledge.text.terms import is_cjk_text, terms
 
 from .conftest import ROOT, venv_python
 from .kb_helpers import open_kb
@@ -113,7 +113,7 @@ def test_degenerate_answers_are_detected():
 
 
 def test_eval_answers_json_on_four_questions(tmp_path, sample_docs):
-    qa = [json.loads(line) for line in (ROOT / "knowledge/sample/qa.jsonl").read_text().splitlines()]
+    qa = [json.loads(line) for line in (ROOT / "knowledge/data/sample/qa.jsonl").read_text().splitlines()]
     en = [q for q in qa if q["lang"] == "en"][:2]
     zh = [q for q in qa if q["lang"] == "zh"][:1]
     unanswerable = {"question": "What is the capital of Australia?", "lang": "en", "answerable": False}

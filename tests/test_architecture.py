@@ -22,7 +22,16 @@ FORBIDDEN = [
     ("appliance.engine", "appliance.server"),
     ("knowledge", "ui"),
     ("knowledge", "appliance"),
+    ("appliance.engine", "knowledge.eval"),
+    ("ui", "knowledge.eval"),
 ]
+
+# knowledge/ is its pipeline: a stage may import itself and the stages before it, never one after
+# it, so evaluation (last) may import the whole pipeline and nothing in the pipeline imports it.
+STAGES = ["knowledge.text", "knowledge.loaders", "knowledge.index", "knowledge.ingest",
+          "knowledge.retrieve", "knowledge.answer", "knowledge.eval"]
+COMMON = ["knowledge.errors", "knowledge.threads"]  # used by every stage; they import no stage
+MAX_LINES = 400
 
 
 def _module_name(path: Path) -> str:
@@ -70,8 +79,8 @@ def _under(module: str, prefix: str) -> bool:
 
 def test_graph_sees_the_packages():
     graph = _graph()
-    assert "appliance.engine.scheduler" in graph and "knowledge.ingest" in graph and "ui.app" in graph
-    assert "knowledge.report" in graph["knowledge.walk"]  # the walker's one project import is seen
+    assert "appliance.engine.scheduler" in graph and "knowledge.ingest.folder" in graph and "ui.app" in graph
+    assert "knowledge.ingest.report" in graph["knowledge.ingest.walk"]  # the walker's one project import is seen
 
 
 @pytest.mark.parametrize(("importer", "imported"), FORBIDDEN)
@@ -79,6 +88,37 @@ def test_forbidden_arrows(importer, imported):
     bad = sorted(f"{m} -> {t}" for m, targets in _graph().items() if _under(m, importer)
                  for t in targets if _under(t, imported))
     assert not bad, f"{importer} must not import {imported}: {bad}"
+
+
+def _stage(module: str) -> int | None:
+    """The index of `module`'s stage in STAGES, -1 for a COMMON module, None outside knowledge."""
+    if any(_under(module, c) for c in COMMON) or module == "knowledge":
+        return -1
+    return next((i for i, s in enumerate(STAGES) if _under(module, s)), None)
+
+
+def test_every_knowledge_module_is_in_a_stage():
+    stray = sorted(m for m in _graph() if _under(m, "knowledge") and _stage(m) is None)
+    assert not stray, f"modules of knowledge/ outside every stage: {stray}"
+
+
+def test_stages_import_only_earlier_stages():
+    bad = sorted(f"{m} -> {t}" for m, targets in _graph().items() if _under(m, "knowledge")
+                 for t in targets if _under(t, "knowledge") and _stage(t) > _stage(m))
+    assert not bad, f"a stage imports a later stage: {bad}"
+
+
+def test_stage_checker_refuses_a_backward_arrow():
+    """The checker itself: retrieval importing evaluation, or a shared module importing a stage, is later."""
+    assert _stage("knowledge.eval.suite") > _stage("knowledge.retrieve.retriever")
+    assert _stage("knowledge.index.db") > _stage("knowledge.errors")
+    assert _stage("knowledge.sample") is None
+
+
+def test_knowledge_files_are_short():
+    long = sorted(f"{p.relative_to(ROOT)} ({n})" for p in (ROOT / "knowledge").rglob("*.py")
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES)
+    assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
 def test_no_import_cycles():

@@ -25,7 +25,7 @@ def cli(data, *args, stdin=None):
 
 
 def _sample_files() -> int:
-    return sum(1 for p in (ROOT / "knowledge" / "sample" / "docs").rglob("*") if p.is_file())
+    return sum(1 for p in (ROOT / "knowledge" / "data" / "sample" / "docs").rglob("*") if p.is_file())
 
 
 def _indexed(server) -> int:

@@ -9,8 +9,8 @@ import pytest
 
 from appliance.batch import BatchError, Template, done_ids, run_batch, select_items
 from appliance.engine.sequence import SamplingParams
-from knowledge.access import EVERYTHING
-from knowledge.ingest import ingest
+from knowledge.index.access import EVERYTHING
+from knowledge.ingest.folder import ingest
 
 from .engine_helpers import make_engine
 from .kb_helpers import open_kb

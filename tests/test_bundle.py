@@ -57,7 +57,7 @@ def test_bundle_holds_checksums_and_an_sbom(bundles, tmp_path):
 
 
 def test_installed_offline_answers_from_the_sample_guide(installed):
-    done = run(".venv/bin/appliance ingest knowledge/sample/docs && .venv/bin/appliance doctor && "
+    done = run(".venv/bin/appliance ingest knowledge/data/sample/docs && .venv/bin/appliance doctor && "
                ".venv/bin/appliance ask 'Which port does the server listen on by default?' --max-tokens 48",
                installed, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

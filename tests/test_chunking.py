@@ -2,7 +2,7 @@
 
 import re
 
-from knowledge.chunking import chunk_document, document_text, split_sentences
+from knowledge.index.chunking import chunk_document, document_text, split_sentences
 from knowledge.loaders.base import Document, Section
 
 

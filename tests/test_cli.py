@@ -103,8 +103,8 @@ def test_ask_loads_the_chat_model_only_when_it_writes(data_dir, sample_docs):
     from appliance.cli.common import load_cli_settings
     from appliance.cli.serve import terminal_backend
     from appliance.server.services import chat_service, open_kb
-    from knowledge.access import EVERYTHING
-    from knowledge.retrieve import Retriever
+    from knowledge.index.access import EVERYTHING
+    from knowledge.retrieve.retriever import Retriever
 
     assert runner.invoke(app, ["ingest", str(sample_docs)]).exit_code == 0
     settings = load_cli_settings(None)

@@ -6,7 +6,7 @@ import sqlite3
 import subprocess
 import time
 
-from knowledge.ingest import ingest
+from knowledge.ingest.folder import ingest
 
 from .conftest import ROOT, venv_python
 from .kb_helpers import assert_consistent, open_kb

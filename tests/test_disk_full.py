@@ -24,10 +24,11 @@ pytestmark = pytest.mark.skipif(not _tmpfs_available(), reason="unshare -rm with
 _SCRIPT = r"""
 import faulthandler, json, os, shutil, sys
 from pathlib import Path
-from knowledge import ingest as ingest_mod, store
+from knowledge.ingest import folder as ingest_mod
+from knowledge.index import store
 from knowledge.errors import IndexWriteError
-from knowledge.integrity import check
-from knowledge.kb import KBConfig, KnowledgeBase
+from knowledge.ingest.integrity import check
+from knowledge.index.kb import KBConfig, KnowledgeBase
 
 faulthandler.dump_traceback_later(600, exit=True)              # a hang shows where, not just a timeout
 mnt, docs = Path(sys.argv[1]), Path(sys.argv[2])
@@ -69,7 +70,7 @@ def test_disk_full_during_ingest_is_a_clear_error_and_loses_nothing(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     command = (f"mount -t tmpfs -o size=64m tmpfs {mnt} && exec {venv_python()} -c '{_SCRIPT}' {mnt} {docs} "
-               f"{ROOT / 'knowledge' / 'sample'}")
+               f"{ROOT / 'knowledge' / 'data' / 'sample'}")
     run = subprocess.run(["unshare", "-rm", "sh", "-c", command], cwd=ROOT, capture_output=True, text=True,
                          timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]

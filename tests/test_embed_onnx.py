@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from knowledge.embed import Embedder, choose_backend, embedded_embedding_model_path
-from knowledge.embed_onnx import OnnxUnsupported, pooling_of
-from knowledge.ingest import ingest
-from knowledge.kb import KBConfig, KnowledgeBase
+from knowledge.index.embed import Embedder, choose_backend, embedded_embedding_model_path
+from knowledge.index.embed_onnx import OnnxUnsupported, pooling_of
+from knowledge.index.kb import KBConfig, KnowledgeBase
+from knowledge.ingest.folder import ingest
 
 TEXTS = ["How do I back up the appliance?", "默认情况下服务监听哪个端口？",
          "Visitors must wear a red badge at all times and be escorted in the server room. " * 6]
@@ -36,10 +36,10 @@ def test_onnx_vectors_match_torch_and_count_the_same_tokens(both):
 
 def test_auto_picks_onnx_without_a_gpu_and_torch_for_other_models(tmp_path, monkeypatch):
     model = embedded_embedding_model_path()
-    monkeypatch.setattr("knowledge.embed.has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr("knowledge.index.embed.has_nvidia_gpu", lambda: False)
     assert choose_backend("auto", model) == "onnx"
     assert choose_backend("auto", model, device="cuda") == "torch"
-    monkeypatch.setattr("knowledge.embed.has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr("knowledge.index.embed.has_nvidia_gpu", lambda: True)
     assert choose_backend("auto", model) == "torch"
     # A model whose pooling the ONNX path does not implement stays on torch (and says why if forced).
     odd = tmp_path / "odd"
@@ -47,7 +47,7 @@ def test_auto_picks_onnx_without_a_gpu_and_torch_for_other_models(tmp_path, monk
     cfg = json.loads((odd / "1_Pooling" / "config.json").read_text())
     cfg.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
     (odd / "1_Pooling" / "config.json").write_text(json.dumps(cfg))
-    monkeypatch.setattr("knowledge.embed.has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr("knowledge.index.embed.has_nvidia_gpu", lambda: False)
     assert choose_backend("auto", odd) == "torch"
     with pytest.raises(OnnxUnsupported, match="pooling"):
         pooling_of(odd)
@@ -55,7 +55,7 @@ def test_auto_picks_onnx_without_a_gpu_and_torch_for_other_models(tmp_path, monk
 
 def test_an_index_built_on_torch_keeps_torch_under_auto(tmp_path, sample_docs, monkeypatch):
     """An upgrade that makes ONNX the CPU default must not force a re-index of an existing index."""
-    monkeypatch.setattr("knowledge.embed.has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr("knowledge.index.embed.has_nvidia_gpu", lambda: False)
     kb = KnowledgeBase(tmp_path, KBConfig(embed_backend="torch"))
     ingest(kb, sample_docs / "en")
     n = kb.store.count()

@@ -1,11 +1,11 @@
-"""Everyday English words and Chinese function words weigh less in the not-covered gate (knowledge.everyday)."""
+"""Everyday English words and Chinese function words weigh less in the not-covered gate (knowledge.text.everyday)."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.everyday import FLOOR, discount, factor
-from knowledge.terms import term_words, terms
+from knowledge.text.everyday import FLOOR, discount, factor
+from knowledge.text.terms import term_words, terms
 
 
 def test_term_words_pair_each_term_with_its_word():

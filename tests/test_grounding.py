@@ -1,8 +1,8 @@
-"""The grounding check on answers (knowledge.grounding), with negative controls. Pure logic."""
+"""The grounding check on answers (knowledge.answer.grounding), with negative controls. Pure logic."""
 
 from __future__ import annotations
 
-from knowledge import grounding
+from knowledge.answer import grounding
 
 
 def test_grounding_supports_a_quote_and_marks_an_invented_sentence():

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from knowledge.ingest import ingest
+from knowledge.ingest.folder import ingest
 
 from .kb_helpers import assert_consistent, make_docx, open_kb, statuses
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 import shutil
 
-from knowledge.access import EVERYTHING
-from knowledge.chunking import Chunk, dedupe_chunks
-from knowledge.ingest import ingest
+from knowledge.index.access import EVERYTHING
+from knowledge.index.chunking import Chunk, dedupe_chunks
+from knowledge.ingest.folder import ingest
 from knowledge.loaders.html import load_html
-from knowledge.nearcopy import same_passage
-from knowledge.retrieve import Retriever
+from knowledge.retrieve.retriever import Retriever
+from knowledge.text.nearcopy import same_passage
 
 from .kb_helpers import open_kb
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from knowledge.ingest import ingest
+from knowledge.ingest.folder import ingest
 
 from .kb_helpers import assert_consistent, make_docx, make_encrypted_pdf, make_pdf, open_kb, statuses
 
@@ -97,7 +97,7 @@ def test_orphans_and_journal_are_repaired(tmp_path, docs, embedder):
     kb.db.begin_write("default", rec, ["ghost-1"])
     import numpy as np
 
-    from knowledge.chunking import Chunk
+    from knowledge.index.chunking import Chunk
 
     kb.store.upsert(["ghost-1"], [Chunk("ghost", "a.md", 0, 0, 5)], np.ones((1, 384), dtype=np.float32) / 384**0.5,
                     ["default"])

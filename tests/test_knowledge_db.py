@@ -6,13 +6,13 @@ import sqlite3
 
 import pytest
 
-from knowledge.access import EVERYTHING
-from knowledge.chunking import Chunk
-from knowledge.chunkstore import ChunkStore
-from knowledge.db import KnowledgeDB
-from knowledge.lexical import LexicalIndex
-from knowledge.manifest import FileRecord, Manifest
-from knowledge.terms import TERMS_VERSION, terms
+from knowledge.index.access import EVERYTHING
+from knowledge.index.chunking import Chunk
+from knowledge.index.chunkstore import ChunkStore
+from knowledge.index.db import KnowledgeDB
+from knowledge.index.lexical import LexicalIndex
+from knowledge.index.manifest import FileRecord, Manifest
+from knowledge.text.terms import TERMS_VERSION, terms
 
 
 def _rec(path: str = "/docs/a.md", **kw) -> FileRecord:

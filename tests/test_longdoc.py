@@ -10,9 +10,9 @@ import pytest
 from appliance.engine.errors import Cancelled
 from appliance.server.chat import ChatService
 from appliance.server.longdoc import DocumentError, LongDocService, LongDocSettings, find_document, sections
-from knowledge.access import EVERYTHING
-from knowledge.chunking import Chunk
-from knowledge.ingest import ingest
+from knowledge.index.access import EVERYTHING
+from knowledge.index.chunking import Chunk
+from knowledge.ingest.folder import ingest
 
 from .engine_helpers import make_engine
 from .kb_helpers import open_kb
@@ -145,7 +145,7 @@ def test_an_unknown_document_or_a_path_from_the_api_is_refused(kb, tmp_path):
 
 
 def test_a_questions_evidence_adds_the_documents_own_best_passages(engine, kb):
-    from knowledge.retrieve import Retriever
+    from knowledge.retrieve.retriever import Retriever
 
     service = LongDocService(engine, LongDocSettings(max_notes=2), embed=kb.embedder.encode, retriever=Retriever(kb))
     passages = service._passages("What is the archive room door code?", "handbook.md", EVERYTHING)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from appliance.server.chat import QUOTE_LEAD, ChatService, RagSettings
-from knowledge import grounding, quote
-from knowledge.access import EVERYTHING
-from knowledge.ingest import ingest
-from knowledge.retrieve import Retriever
-from knowledge.sentences import units
+from knowledge.answer import grounding, quote
+from knowledge.answer.sentences import units
+from knowledge.index.access import EVERYTHING
+from knowledge.ingest.folder import ingest
+from knowledge.retrieve.retriever import Retriever
 
 from .kb_helpers import open_kb
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from knowledge.access import EVERYTHING
-from knowledge.evaluate import evaluate, item_lang, load_qa, normalise
-from knowledge.ingest import ingest
-from knowledge.retrieve import Retriever
+from knowledge.eval.evaluate import evaluate, item_lang, load_qa, normalise
+from knowledge.index.access import EVERYTHING
+from knowledge.ingest.folder import ingest
+from knowledge.retrieve.retriever import Retriever
 
 from .conftest import ROOT
 from .kb_helpers import open_kb
@@ -20,7 +20,7 @@ def retriever(tmp_path_factory, embedder, sample_docs):
 
 
 def test_sample_qa_recall(retriever):
-    result = evaluate(retriever, load_qa(ROOT / "knowledge" / "sample" / "qa.jsonl"))
+    result = evaluate(retriever, load_qa(ROOT / "knowledge" / "data" / "sample" / "qa.jsonl"))
     assert result["n"] >= 20
     assert result["by_lang"]["en"]["recall@5"] >= 0.8, result
     assert result["by_lang"]["zh"]["recall@5"] >= 0.8, result

@@ -1,9 +1,9 @@
-"""Excerpts cut into quotable units (knowledge.sentences): sentences, whole lines of code and
+"""Excerpts cut into quotable units (knowledge.answer.sentences): sentences, whole lines of code and
 tables, titles, contents lines. Pure logic."""
 
 from __future__ import annotations
 
-from knowledge.sentences import units
+from knowledge.answer.sentences import units
 
 
 def test_hard_wrapped_prose_is_joined_into_sentences():

@@ -15,7 +15,7 @@ from appliance.server.history import HistoryStore
 
 from .server_helpers import start_server
 
-# ~6 chunks a file: 90 files make three embedding groups (knowledge.ingest._EMBED_GROUP), so the kill
+# ~6 chunks a file: 90 files make three embedding groups (knowledge.ingest.folder._EMBED_GROUP), so the kill
 # lands while a later group is embedded, not in the quick burst of commits that ends a group (30
 # files were one group, and on a fast machine its commits all landed between two polls).
 _FILES, _PARAGRAPHS = 90, 40

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
-from knowledge.access import EVERYTHING
-from knowledge.chunking import passage_digest
-from knowledge.db import KnowledgeDB
-from knowledge.ingest import ingest
-from knowledge.integrity import check, repair
-from knowledge.retrieve import Retriever
+from knowledge.index.access import EVERYTHING
+from knowledge.index.chunking import passage_digest
+from knowledge.index.db import KnowledgeDB
+from knowledge.ingest.folder import ingest
+from knowledge.ingest.integrity import check, repair
+from knowledge.retrieve.retriever import Retriever
 
 from .kb_helpers import open_kb
 

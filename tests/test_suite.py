@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from appliance.cli import app
 from knowledge.errors import KnowledgeError
-from knowledge.suite import Corpus, check_labels, load_suite, summarise
+from knowledge.eval.suite import Corpus, check_labels, load_suite, summarise
 
 from .conftest import ROOT
 

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from knowledge.ingest import ingest
+from knowledge.ingest.folder import ingest
 
 from .kb_helpers import open_kb
 
@@ -95,7 +95,7 @@ def test_torch_embedding_leaves_no_openmp_team_on_a_request_thread():
     (knowledge.threads). Counted as OS threads while the request thread is still alive."""
     import torch
 
-    from knowledge.embed import Embedder
+    from knowledge.index.embed import Embedder
 
     torch.set_num_threads(2)  # a team of two even on a one-core machine
     emb = Embedder(backend="torch")

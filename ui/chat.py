@@ -6,7 +6,7 @@ import gradio as gr
 
 from appliance.engine.errors import EngineError, EngineOverloaded, EngineStopped
 from appliance.server.services import Services
-from knowledge import grounding
+from knowledge.answer import grounding
 from ui.i18n import say, t
 from ui.render import render_sources
 from ui.session import SessionGuard

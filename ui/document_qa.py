@@ -13,7 +13,7 @@ from appliance.engine.errors import EngineError, EngineOverloaded, EngineStopped
 from appliance.server.chat import Prepared
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
-from knowledge.access import Scope
+from knowledge.index.access import Scope
 from ui.i18n import say, t
 from ui.render import render_sources
 from ui.session import SessionGuard

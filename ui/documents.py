@@ -7,8 +7,8 @@ from pathlib import Path
 import gradio as gr
 
 from appliance.server.services import Services
-from knowledge.access import DEFAULT_COLLECTION
 from knowledge.errors import KnowledgeError
+from knowledge.index.access import DEFAULT_COLLECTION
 from ui.document_qa import build_document_qa
 from ui.i18n import say, t
 from ui.render import render_report

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import gradio as gr
 
-from knowledge.report import IngestReport
+from knowledge.ingest.report import IngestReport
 from ui.i18n import say
 
 

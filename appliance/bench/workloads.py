@@ -19,7 +19,7 @@ SYSTEM = (
 WORDS = ("vpn certificate laptop printer expense travel booking oncall rota deploy server "
          "badge office parking leave benefits payroll invoice backup restore password reset "
          "wifi guest account access review quarterly budget hiring interview onboarding").split()
-QA_FILE = Path(__file__).resolve().parents[2] / "knowledge" / "sample" / "qa.jsonl"
+QA_FILE = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "sample" / "qa.jsonl"
 
 
 def user_text(rng: random.Random, words: int = 95) -> str:

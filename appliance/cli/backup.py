@@ -64,7 +64,7 @@ def _describe(manifest: dict) -> str:
 
 def _check_index(settings) -> str:
     from appliance.server.services import open_kb
-    from knowledge.integrity import check
+    from knowledge.ingest.integrity import check
 
     if not (settings.data_path / "knowledge.db").exists():
         return "no knowledge base in the backup"

@@ -31,7 +31,7 @@ def batch_run(template: Annotated[Path, typer.Argument(help="TOML with `instruct
               as_json: JsonOpt = False, as_user: AsUserOpt = None, config: ConfigOpt = None) -> None:
     """Ask one instruction of every chunk or file; beside a running server its requests queue behind users'."""
     from appliance.batch import BatchError, Template, run_batch, select_items
-    from knowledge.db import KnowledgeDB
+    from knowledge.index.db import KnowledgeDB
 
     settings = load_cli_settings(config)
     tmpl = Template.load(template)

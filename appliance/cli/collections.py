@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 def _open(config):
     """(access store, knowledge DB) of the configured data directory; the caller closes the DB."""
     from appliance.server.services import open_access
-    from knowledge.db import KnowledgeDB
+    from knowledge.index.db import KnowledgeDB
 
     settings = load_cli_settings(config)
     db = KnowledgeDB(settings.data_path / "knowledge.db")

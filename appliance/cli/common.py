@@ -59,14 +59,14 @@ AsUserOpt = Annotated[str | None, typer.Option("--as", help="Read only what this
 
 def cli_scope(settings: Settings, as_user: str | None):
     """The collections a command reads: everything for the operator, or what `--as USER` may read."""
-    from knowledge.access import EVERYTHING
+    from knowledge.index.access import EVERYTHING
 
     if as_user is None:
         return EVERYTHING
     from appliance.errors import ApplianceError, no_user
     from appliance.server.auth import UserStore
     from appliance.server.services import open_access
-    from knowledge.db import KnowledgeDB
+    from knowledge.index.db import KnowledgeDB
 
     user = UserStore(settings.data_path / "users.db").get(as_user)
     if user is None:

@@ -16,8 +16,8 @@ def run_suite(suite: Path, root: Path | None, work: Path | None, peer: bool, as_
               out: Path | None, config: Path | None) -> dict:
     """Ingest each corpus into its own index under `work`, score it, print the table (or JSON)."""
     from appliance.server.services import kb_config
-    from knowledge.kb import KnowledgeBase
-    from knowledge.suite import gate_summary, load_suite, run_corpus, summarise
+    from knowledge.eval.suite import gate_summary, load_suite, run_corpus, summarise
+    from knowledge.index.kb import KnowledgeBase
 
     settings = load_cli_settings(config)
     corpora = load_suite(suite, root or suite.parent)
@@ -57,7 +57,7 @@ def _gate(settings: Settings):
     """The not-covered gate's balanced accuracy per language, as the server would judge (no model loaded)."""
     from appliance.server.answer_eval import calibrate_gate
     from appliance.server.services import chat_service
-    from knowledge.retrieve import Retriever
+    from knowledge.retrieve.retriever import Retriever
 
     try:
         model = NoEngine.for_chat_model(settings)

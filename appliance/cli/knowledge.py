@@ -25,8 +25,8 @@ from appliance.cli.common import (
     load_cli_settings,
     write_json,
 )
-from knowledge.report import FileResult
-from knowledge.report import Progress as IngestProgress
+from knowledge.ingest.report import FileResult
+from knowledge.ingest.report import Progress as IngestProgress
 
 docs_app = typer.Typer(no_args_is_help=False, help="List, inspect and remove indexed documents.")
 eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval and answer quality.")
@@ -95,7 +95,7 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
     """Index a folder: new and changed files are (re)indexed, removed ones leave the index."""
     from appliance.server.documents import DocumentsService
     from appliance.server.services import indexed_roots
-    from knowledge.access import check_collection
+    from knowledge.index.access import check_collection
 
     settings = load_cli_settings(config)
     folders = [folder.expanduser().resolve()]
@@ -162,7 +162,7 @@ def print_report(report: dict) -> None:
 @docs_app.command("list")
 def docs_list(config: ConfigOpt = None) -> None:
     """Every known file with its status, chunk count and error."""
-    from knowledge.access import EVERYTHING
+    from knowledge.index.access import EVERYTHING
 
     table = Table("source", "collection", "kind", "status", "chunks", "error", "root")
     for rec in _documents(config).list(EVERYTHING):
@@ -174,7 +174,7 @@ def docs_list(config: ConfigOpt = None) -> None:
 @docs_app.command("stats")
 def docs_stats(config: ConfigOpt = None) -> None:
     """Totals: files by status, chunks, vectors, embedding model."""
-    from knowledge.access import EVERYTHING
+    from knowledge.index.access import EVERYTHING
 
     console.print_json(json.dumps(_documents(config).stats(EVERYTHING)))
 
@@ -199,7 +199,7 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
                    as_json: JsonOpt = False, as_user: AsUserOpt = None,
                    config: ConfigOpt = None) -> None:
     """Retrieve the chunks that best answer a question (hybrid dense + BM25)."""
-    from knowledge.retrieve import Retriever
+    from knowledge.retrieve.retriever import Retriever
 
     scope = cli_scope(load_cli_settings(config), as_user)
     hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path, scope=scope)
@@ -233,8 +233,8 @@ def eval_retrieval(qa: Annotated[Path | None, typer.Argument(help="JSONL of {que
                    suite: _SuiteOpt = None, root: _RootOpt = None, work: _WorkOpt = None, peer: _PeerOpt = True,
                    out: _OutOpt = None, as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
     """Recall@1/5/10 and MRR over a QA file, overall and per language; or over a suite of corpora."""
-    from knowledge.evaluate import evaluate, load_qa
-    from knowledge.retrieve import Retriever
+    from knowledge.eval.evaluate import evaluate, load_qa
+    from knowledge.retrieve.retriever import Retriever
 
     if suite is not None:
         from appliance.cli.eval_suite import run_suite
@@ -270,8 +270,8 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
     from appliance.engine.backend import open_backend
     from appliance.server.answer_eval import evaluate_answers
     from appliance.server.services import chat_service, open_kb
-    from knowledge.evaluate import load_qa
-    from knowledge.retrieve import Retriever
+    from knowledge.eval.evaluate import load_qa
+    from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     items = load_qa(qa)[:limit]
@@ -301,8 +301,8 @@ def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and
     """Balanced accuracy of the "not covered" gate per language, and the threshold that maximises it."""
     from appliance.server.answer_eval import calibrate_gate
     from appliance.server.services import chat_service, open_kb
-    from knowledge.evaluate import load_qa
-    from knowledge.retrieve import Retriever
+    from knowledge.eval.evaluate import load_qa
+    from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     model = NoEngine.for_chat_model(settings)  # retrieval and the gate only: the model is not loaded

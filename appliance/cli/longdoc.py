@@ -34,7 +34,7 @@ def document_answer(document: str, question: str | None, max_tokens: int, as_jso
     from appliance.cli.handoff import chat_backend
     from appliance.server.longdoc import find_document
     from appliance.server.services import chat_service, longdoc_service, open_kb
-    from knowledge.retrieve import Retriever
+    from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)

@@ -81,7 +81,7 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
 
         return document_answer(doc, question, max_tokens, False, config, as_user)
     from appliance.server.services import chat_service, open_kb
-    from knowledge.retrieve import Retriever
+    from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     kb = open_kb(settings)
@@ -103,7 +103,7 @@ def ask_command(question: Annotated[str, typer.Argument(help="The question.")],
 def print_sources(citations: list[dict], answer: str) -> None:
     """The sources under a terminal answer: those it cites first, then the other excerpts it was
     given (a quote cites only the excerpts it quotes; an answer citing nothing lists them all)."""
-    from knowledge.grounding import cited_numbers
+    from knowledge.answer.grounding import cited_numbers
 
     cited = cited_numbers(answer)
     used = [c for c in citations if c["n"] in cited] or citations

@@ -36,8 +36,8 @@ class CalibText:
 
 def from_dir(root: Path) -> tuple[list[str], list[str]]:
     """Each readable document's text under `root` (sorted by path), and the files skipped, with why."""
-    from knowledge.chunking import document_text
     from knowledge.errors import LoaderError
+    from knowledge.index.chunking import document_text
     from knowledge.loaders import load, supported
 
     if not root.is_dir():
@@ -53,7 +53,7 @@ def from_dir(root: Path) -> tuple[list[str], list[str]]:
 
 def from_kb(data_dir: Path, kb: str) -> list[str]:
     """Each indexed source's text, rebuilt from its chunks without the overlap between neighbours."""
-    from knowledge.db import KnowledgeDB
+    from knowledge.index.db import KnowledgeDB
 
     db = KnowledgeDB(Path(data_dir) / "knowledge.db")
     try:

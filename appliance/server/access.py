@@ -4,7 +4,7 @@ A user belongs to groups; a group is granted `read` or `write` (which includes r
 collection. Administrators read and write everything. A fresh install has one group, `everyone`,
 holding every user, with `write` on the `default` collection: a small team sees no difference
 from an appliance without collections. The answer to "what may this user read" is a
-`knowledge.access.Scope`, resolved on every request (a removed grant counts from the next one)
+`knowledge.index.access.Scope`, resolved on every request (a removed grant counts from the next one)
 and applied by the knowledge layer inside its queries.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from appliance.errors import ApplianceError, no_user
 from appliance.server.db import open_db
-from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 from knowledge.errors import KnowledgeError
+from knowledge.index.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 
 EVERYONE = "everyone"
 LEVELS = ("read", "write")

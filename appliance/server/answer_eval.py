@@ -13,9 +13,9 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from appliance.server.chat import ChatService
-from knowledge.access import EVERYTHING
-from knowledge.evaluate import answerable, expected_sources, item_lang, normalise
-from knowledge.terms import is_cjk_text
+from knowledge.eval.evaluate import answerable, expected_sources, item_lang, normalise
+from knowledge.index.access import EVERYTHING
+from knowledge.text.terms import is_cjk_text
 
 DEGENERATE_RATIO = 0.3  # distinct 4-grams / all 4-grams below this = the answer loops
 _MIN_GRAMS = 12         # shorter answers are too short to judge

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from appliance.engine.backend import ChatBackend
 from appliance.engine.request import Request
 from appliance.engine.sequence import SamplingParams
-from knowledge import grounding, quote
-from knowledge.access import Scope
-from knowledge.retrieve import Hit, Retriever, coverage
-from knowledge.sentences import units, unmark
-from knowledge.terms import is_cjk_text, terms
+from knowledge.answer import grounding, quote
+from knowledge.answer.sentences import units, unmark
+from knowledge.index.access import Scope
+from knowledge.retrieve.retriever import Hit, Retriever, coverage
+from knowledge.text.terms import is_cjk_text, terms
 
 SYSTEM_PROMPT = (
     "You are the company's document assistant. Answer only from the numbered excerpts in the "
@@ -186,7 +186,7 @@ class ChatService:
         use ("Minecraft", "Active Directory") keeps the share low however close the topic is. Chosen
         on four corpora by the minimum, confirmed on a fifth (BENCHMARKS.md, "The not-covered gate").
         English everyday words ("another", "during") and Chinese function words (为, 给) weigh less in
-        the share (knowledge.everyday).
+        the share (knowledge.text.everyday).
         """
         if not hits:
             return -1.0

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from appliance.locks import WriterLock
-from knowledge import shared
-from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
 from knowledge.errors import IndexWriteError, KnowledgeError
-from knowledge.ingest import ingest
-from knowledge.integrity import repair
-from knowledge.kb import KnowledgeBase
-from knowledge.manifest import FileRecord
-from knowledge.report import IngestReport, Progress
+from knowledge.index.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
+from knowledge.index.kb import KnowledgeBase
+from knowledge.index.manifest import FileRecord
+from knowledge.ingest import shared
+from knowledge.ingest.folder import ingest
+from knowledge.ingest.integrity import repair
+from knowledge.ingest.report import IngestReport, Progress
 
 _SAFE_NAME = re.compile(r"[^\w.\- ]+", re.UNICODE)
 

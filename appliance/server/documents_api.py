@@ -19,10 +19,10 @@ from appliance.server import wire
 from appliance.server.auth import User
 from appliance.server.deps import admin_user, current_user, local_admin, services
 from appliance.server.services import Services
-from knowledge.access import COLLECTION_FIELD, COLLECTION_NAME, DEFAULT_COLLECTION, check_collection
 from knowledge.errors import IndexWriteError, KnowledgeError
-from knowledge.manifest import FileRecord
-from knowledge.report import IngestReport
+from knowledge.index.access import COLLECTION_FIELD, COLLECTION_NAME, DEFAULT_COLLECTION, check_collection
+from knowledge.index.manifest import FileRecord
+from knowledge.ingest.report import IngestReport
 
 router = APIRouter(prefix="/v1/documents")
 _CHUNK = 1 << 20

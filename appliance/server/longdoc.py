@@ -28,10 +28,10 @@ from appliance.engine.backend import ChatBackend, complete_background
 from appliance.engine.sequence import SamplingParams
 from appliance.errors import ApplianceError
 from appliance.server.chat import SYSTEM_PROMPT, Prepared, page_label, question_turn
-from knowledge.access import Scope
-from knowledge.chunking import Chunk
-from knowledge.retrieve import Retriever
-from knowledge.terms import is_cjk_text
+from knowledge.index.access import Scope
+from knowledge.index.chunking import Chunk
+from knowledge.retrieve.retriever import Retriever
+from knowledge.text.terms import is_cjk_text
 
 NOTHING = "NOTHING RELEVANT"
 SUMMARY_TASK = {"en": "Summarise this document: its purpose and its main points, rules, numbers and deadlines.",
@@ -133,8 +133,8 @@ def find_document(db, kb: str, ref: str, files_on_disk: bool = True, *, scope: S
 
 
 def _read(path: Path) -> list[Chunk]:
-    from knowledge.chunking import chunk_document, dedupe_chunks
     from knowledge.errors import LoaderError
+    from knowledge.index.chunking import chunk_document, dedupe_chunks
     from knowledge.loaders import load
 
     try:

@@ -23,8 +23,8 @@ from appliance.server.chat import Prepared, rag_sampling
 from appliance.server.deps import current_user, services
 from appliance.server.longdoc import DocumentError, find_document
 from appliance.server.services import Services
-from knowledge import grounding
-from knowledge.access import Scope
+from knowledge.answer import grounding
+from knowledge.index.access import Scope
 
 RAG_MODEL, SUMMARIZE_MODEL = FRONT_MODELS  # RAG; the whole `document` summarised (server.longdoc)
 router = APIRouter(prefix="/v1")

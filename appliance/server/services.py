@@ -16,15 +16,15 @@ from appliance.server.chat import ChatService, RagSettings
 from appliance.server.documents import DocumentsService
 from appliance.server.history import HistoryStore
 from appliance.server.longdoc import LongDocService, LongDocSettings
-from knowledge import everyday
-from knowledge.db import KnowledgeDB
 from knowledge.errors import IndexWriteError
-from knowledge.kb import KBConfig, KnowledgeBase
-from knowledge.retrieve import Retriever
-from knowledge.terms import terms
+from knowledge.index.db import KnowledgeDB
+from knowledge.index.kb import KBConfig, KnowledgeBase
+from knowledge.retrieve.retriever import Retriever
+from knowledge.text import everyday
+from knowledge.text.terms import terms
 
 log = logging.getLogger("appliance.server")
-SAMPLE_DOCS = Path(__file__).resolve().parents[2] / "knowledge" / "sample" / "docs"
+SAMPLE_DOCS = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "sample" / "docs"
 
 
 @dataclass

@@ -89,7 +89,7 @@ def _rejoin_hyphens(sections: list[Section]) -> list[Section]:
     """
     if not any("\ufffe" in s.text for s in sections):
         return sections
-    from knowledge.everyday import zipf
+    from knowledge.text.everyday import zipf
 
     words = _WORDS.findall("\n".join(s.text for s in sections).lower())
     whole = {part for w in words for part in w.split("-")}

@@ -1,7 +1,7 @@
 """The lexical (BM25) index: an SQLite FTS5 table of pre-tokenised terms.
 
 Rows are keyed by the chunk row's rowid, so deleting a file's rows is a rowid lookup rather than
-a scan of the whole index. Terms come from `knowledge.terms`; when that tokeniser changes
+a scan of the whole index. Terms come from `knowledge.text.terms`; when that tokeniser changes
 (`TERMS_VERSION`), the index is rebuilt from the stored chunk texts on open.
 """
 
@@ -11,9 +11,9 @@ import math
 import sqlite3
 from collections.abc import Iterable
 
-from knowledge.access import Scope
-from knowledge.chunking import embed_text
-from knowledge.terms import TERMS_VERSION, terms
+from knowledge.index.access import Scope
+from knowledge.index.chunking import embed_text
+from knowledge.text.terms import TERMS_VERSION, terms
 
 SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(terms);

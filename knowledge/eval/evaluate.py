@@ -8,10 +8,10 @@ import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
-from knowledge.access import EVERYTHING
 from knowledge.errors import KnowledgeError
-from knowledge.retrieve import Retriever
-from knowledge.terms import is_cjk_text
+from knowledge.index.access import EVERYTHING
+from knowledge.retrieve.retriever import Retriever
+from knowledge.text.terms import is_cjk_text
 
 KS = (1, 5, 10)
 

@@ -1,5 +1,5 @@
 """Is the index whole? Vector store ids = stored chunk rows (a passage several files share is stored
-once, the other rows name it: see `knowledge.shared`), chunk rows = the manifest's ids, every copy's
+once, the other rows name it: see `knowledge.ingest.shared`), chunk rows = the manifest's ids, every copy's
 stored row present, and no journal left.
 
 Every writer keeps these three equal (ingest journals ids before writing vectors); a `kill -9` can
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from knowledge.kb import KnowledgeBase
+from knowledge.index.kb import KnowledgeBase
 
 
 @dataclass

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
-from knowledge.chunking import Chunk, embed_text
-from knowledge.chunkstore import ChunkStore
-from knowledge.lexical import LexicalIndex
-from knowledge.manifest import FileRecord, Manifest
-from knowledge.terms import TERMS_VERSION
+from knowledge.index.access import DEFAULT_COLLECTION, EVERYTHING, Scope, check_collection
+from knowledge.index.chunking import Chunk, embed_text
+from knowledge.index.chunkstore import ChunkStore
+from knowledge.index.lexical import LexicalIndex
+from knowledge.index.manifest import FileRecord, Manifest
+from knowledge.text.terms import TERMS_VERSION
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);"
 

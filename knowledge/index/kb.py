@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge.db import KnowledgeDB
-from knowledge.embed import Embedder
-from knowledge.store import ModelMismatch, VectorStore
+from knowledge.index.db import KnowledgeDB
+from knowledge.index.embed import Embedder
+from knowledge.index.store import ModelMismatch, VectorStore
 
 
 @dataclass

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from knowledge import nearcopy
-from knowledge.access import Scope
 from knowledge.errors import KnowledgeError
-from knowledge.everyday import discount
-from knowledge.kb import KnowledgeBase
-from knowledge.terms import is_cjk_text, term_words, terms, weight_share
+from knowledge.index.access import Scope
+from knowledge.index.kb import KnowledgeBase
+from knowledge.text import nearcopy
+from knowledge.text.everyday import discount
+from knowledge.text.terms import is_cjk_text, term_words, terms, weight_share
 from knowledge.threads import on_own_thread
 
 RRF_K = 60
@@ -113,7 +113,7 @@ def coverage(retriever: Retriever, question: str, texts: list[str], everyday: bo
     """The best share, over `texts`, of the question's term weight (IDF over the index) that one
     text contains, 0..1. Rare words decide: "install Microsoft Office" is not covered by a passage
     that only shares "install", which every manual says. With `everyday`, words common in English
-    at large and Chinese function words weigh less (knowledge.everyday)."""
+    at large and Chinese function words weigh less (knowledge.text.everyday)."""
     pairs = term_words(question)  # split once: the IDF lookup and the discount both need it
     weights = retriever.kb.db.idf([term for term, _ in pairs])
     if everyday:

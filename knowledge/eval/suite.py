@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.errors import KnowledgeError, LoaderError
-from knowledge.evaluate import KS, answerable, evaluate, expected_sources, load_qa, normalise
-from knowledge.ingest import ingest
-from knowledge.kb import KnowledgeBase
+from knowledge.eval.evaluate import KS, answerable, evaluate, expected_sources, load_qa, normalise
+from knowledge.eval.peer import DenseWindows
+from knowledge.index.kb import KnowledgeBase
+from knowledge.ingest.folder import ingest
 from knowledge.loaders import read_text
-from knowledge.peer import DenseWindows
-from knowledge.retrieve import Retriever
+from knowledge.retrieve.retriever import Retriever
 
 METRICS = tuple(f"recall@{k}" for k in KS) + ("mrr",)
 

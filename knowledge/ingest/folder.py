@@ -18,16 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge import shared
-from knowledge.access import DEFAULT_COLLECTION, check_collection
-from knowledge.chunking import Chunk, chunk_document, dedupe_chunks
 from knowledge.errors import IndexWriteError, KnowledgeError, LoaderError
-from knowledge.integrity import repair
-from knowledge.kb import KnowledgeBase
+from knowledge.index.access import DEFAULT_COLLECTION, check_collection
+from knowledge.index.chunking import Chunk, chunk_document, dedupe_chunks
+from knowledge.index.kb import KnowledgeBase
+from knowledge.index.manifest import FileRecord
+from knowledge.ingest import shared
+from knowledge.ingest.integrity import repair
+from knowledge.ingest.report import FileResult, IngestReport, Progress
+from knowledge.ingest.walk import Candidate, walk
 from knowledge.loaders import load, supported
-from knowledge.manifest import FileRecord
-from knowledge.report import FileResult, IngestReport, Progress
-from knowledge.walk import Candidate, walk
 
 _EMBED_GROUP = 256  # chunks embedded together across small files
 # Below this much free space an ingest does not start: SQLite and the vector store need room for

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge.report import FileResult, IngestReport
+from knowledge.ingest.report import FileResult, IngestReport
 
 
 @dataclass

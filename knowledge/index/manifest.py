@@ -2,7 +2,7 @@
 
 It is what makes ingest incremental (unchanged files are skipped) and crash-safe: before vectors
 are written, the ids about to be written are journalled in `pending_ids`; the row only becomes
-`done` in the same transaction that commits the chunk rows (see `knowledge.db`).
+`done` in the same transaction that commits the chunk rows (see `knowledge.index.db`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope
+from knowledge.index.access import DEFAULT_COLLECTION, EVERYTHING, Scope
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from knowledge.sentences import units
-from knowledge.terms import terms, weight_share
+from knowledge.answer.sentences import units
+from knowledge.text.terms import terms, weight_share
 
 SUPPORTED_SHARE = 0.6  # of a sentence's term weight found in the excerpts
 MIN_TERMS = 3          # shorter sentences ("Yes.", "See [2].") are not judged

@@ -1,11 +1,11 @@
 """Chunk texts and their citation facts (source, page, heading, offsets), keyed by chunk id.
 
 The vector store holds only ids and vectors; answers and citations read the text from here.
-Each row's SQLite rowid is also the key of its lexical index row (`knowledge.lexical`).
+Each row's SQLite rowid is also the key of its lexical index row (`knowledge.index.lexical`).
 
 A passage that several files hold word for word is stored once: the first row is the *stored* copy
 (vector and lexical row, `same_as` NULL); the others keep their own citation facts and name the
-stored copy in `same_as` (see `knowledge.shared`).
+stored copy in `same_as` (see `knowledge.ingest.shared`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from knowledge.access import DEFAULT_COLLECTION, EVERYTHING, Scope
-from knowledge.chunking import Chunk, passage_digest
+from knowledge.index.access import DEFAULT_COLLECTION, EVERYTHING, Scope
+from knowledge.index.chunking import Chunk, passage_digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from knowledge.terms import is_cjk_text
+from knowledge.text.terms import is_cjk_text
 
 RARE_ZIPF = 5.0      # a word at most this common (about 1 in 100,000 words) keeps its whole weight
 EVERYDAY_ZIPF = 6.0  # from here on ("use", "get", "time") a word keeps only FLOOR of it

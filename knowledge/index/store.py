@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from knowledge.access import Scope
-from knowledge.chunking import Chunk
 from knowledge.errors import IndexWriteError, KnowledgeError
+from knowledge.index.access import Scope
+from knowledge.index.chunking import Chunk
 
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 _BATCH = 1000

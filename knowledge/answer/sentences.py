@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from knowledge.terms import is_cjk_text
+from knowledge.text.terms import is_cjk_text
 
 # A table row, a code line (indented or a shell prompt), or a Markdown heading: one unit each.
 _LINE_UNIT = re.compile(r"^(?:\s*\||\s{4,}\S|\t|\s*[$#]\s|\s*#{1,6}\s)")

@@ -18,7 +18,7 @@ from knowledge.loaders import read_text, supported
 
 @dataclass
 class PeerHit:
-    """One window, shaped like a retrieval hit for `knowledge.evaluate`."""
+    """One window, shaped like a retrieval hit for `knowledge.eval.evaluate`."""
 
     text: str
     source: str

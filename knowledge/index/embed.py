@@ -55,7 +55,7 @@ def choose_backend(backend: str, path: Path, device: str | None = None) -> str:
     without an NVIDIA GPU when the model's modules allow it, else torch."""
     if backend == "torch" or (device or "").startswith("cuda"):
         return "torch"
-    from knowledge.embed_onnx import OnnxUnsupported, pooling_of
+    from knowledge.index.embed_onnx import OnnxUnsupported, pooling_of
 
     if backend == "onnx":
         pooling_of(path)  # raises with the reason
@@ -112,7 +112,7 @@ class Embedder:
 
     def ensure_onnx(self) -> Path:
         """The int8 ONNX export of this model, exported now if missing (once per model and machine)."""
-        from knowledge.embed_onnx import export, onnx_file
+        from knowledge.index.embed_onnx import export, onnx_file
 
         out = onnx_file(self.path, _folder_fingerprint(self.path))
         if not out.is_file():
@@ -121,11 +121,11 @@ class Embedder:
         return out
 
     def _load(self):
-        from knowledge.embed_onnx import hf_offline_env
+        from knowledge.index.embed_onnx import hf_offline_env
 
         hf_offline_env()
         if self.backend == "onnx":
-            from knowledge.embed_onnx import OnnxEncoder
+            from knowledge.index.embed_onnx import OnnxEncoder
 
             try:
                 return OnnxEncoder(self.path, self.ensure_onnx(), self.max_tokens)
@@ -229,9 +229,9 @@ def _folder_fingerprint(path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m knowledge.embed [FOLDER]`: export the embedded (or given) model for ONNX Runtime now,
+    """`python -m knowledge.index.embed [FOLDER]`: export the embedded (or given) model for ONNX Runtime now,
     so the first ingest does not wait for it (install.sh runs this on machines without a GPU)."""
-    from knowledge.embed_onnx import OnnxUnsupported
+    from knowledge.index.embed_onnx import OnnxUnsupported
 
     try:
         path = Embedder(argv[0] if argv else None, backend="onnx").ensure_onnx()

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from knowledge.nearcopy import same_passage
-from knowledge.sentences import Unit, join, starts_sentence, units, unmark
-from knowledge.terms import is_cjk_text, terms, weight_share
+from knowledge.answer.sentences import Unit, join, starts_sentence, units, unmark
+from knowledge.text.nearcopy import same_passage
+from knowledge.text.terms import is_cjk_text, terms, weight_share
 
 MAX_UNITS = 4          # sentences (or whole lines) in one quoted answer
 MAX_CHARS = 600        # and characters, so that a quote stays an answer, not the excerpt again

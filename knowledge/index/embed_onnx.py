@@ -6,7 +6,7 @@ pooling (mean or CLS, from `1_Pooling/config.json`) and the L2 normalisation are
 as the sentence-transformers modules do. Export needs torch and `onnx` (both installed); running
 needs only onnxruntime and `tokenizers`, so a CPU ingest never imports torch.
 
-    python -m knowledge.embed [MODEL_FOLDER]     # export now (install.sh does this)
+    python -m knowledge.index.embed [MODEL_FOLDER]     # export now (install.sh does this)
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from knowledge.chunking import Chunk
-from knowledge.kb import KnowledgeBase
-from knowledge.manifest import FileRecord
+from knowledge.index.chunking import Chunk
+from knowledge.index.kb import KnowledgeBase
+from knowledge.index.manifest import FileRecord
 
 
 def assign(kb: KnowledgeBase, group: list[tuple[str, list[Chunk], list[str]]],

@@ -1,0 +1,1 @@
+"""Answers from excerpts: the quoted answer (sentences picked verbatim) and the grounding check."""

@@ -1,0 +1,1 @@
+"""Retrieval: a question to ranked excerpts (dense + lexical, fused) and the not-covered gate."""
