@@ -152,3 +152,23 @@ def test_compare_recommends_the_smallest_type_within_the_bound(data_dir, f16_sou
     assert r["recommended"] == {"type": "Q8_0", "imatrix": False}  # Q2_K is smaller but over the bound
     assert by_type["Q8_0"]["max_concurrency"] > 0
     assert not list((data_dir / "models").glob("*.gguf"))  # candidates are deleted
+
+
+def test_default_calibrates_on_the_indexed_documents_and_names_them(data_dir, f16_source, sample_docs):
+    """No --calib: the default the README shows. It broke silently once (a renamed KnowledgeDB method)."""
+    assert runner.invoke(app, ["ingest", str(sample_docs)]).exit_code == 0
+    src = data_dir.parent / "kb-src-f16.gguf"
+    shutil.copy(f16_source, src)
+    result = runner.invoke(app, ["quantize", str(src), "--type", "Q8_0", "--no-imatrix", "--no-bench",
+                                 "--no-diagnose", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    indexed = sorted(p.relative_to(sample_docs).as_posix() for p in sample_docs.rglob("*") if p.is_file())
+    assert report["calibration"].startswith(f"knowledge base 'default', {len(indexed)} documents: ")
+    assert indexed[0] in report["calibration"] and report["calib_tokens_user"] > 0
+
+
+def test_calib_kb_on_an_empty_knowledge_base_is_a_sentence(data_dir, f16_source):
+    result = runner.invoke(app, ["quantize", str(f16_source), "--type", "Q8_0", "--calib-kb", "--no-bench"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "knowledge base is empty" in result.output and "appliance ingest" in result.output

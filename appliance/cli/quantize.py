@@ -80,14 +80,15 @@ class _Bench:
         if self.calib is not None:
             texts, skipped = cal.from_dir(self.calib)
             return texts, f"folder {self.calib}", skipped
-        texts = cal.from_kb(self.settings.data_path, self.settings.knowledge.collection)
+        texts, sources = cal.from_kb(self.settings.data_path, self.settings.knowledge.collection)
         if texts or self.calib_kb:
             if not texts:
                 from appliance.quant.types import QuantError
 
                 raise QuantError("--calib-kb: the knowledge base is empty; run `appliance ingest DIR` first "
                                  "or pass --calib DIR")
-            return texts, f"knowledge base {self.settings.knowledge.collection!r}", []
+            return texts, (f"knowledge base {self.settings.knowledge.collection!r}, "
+                           f"{cal.describe_sources(sources)}"), []
         err_console.print("[yellow]warning:[/] no documents indexed and no --calib: calibrating and checking on "
                           "the bundled general text only, not on your documents")
         from appliance.quant.calib import GENERAL_TEXT

@@ -51,19 +51,26 @@ def from_dir(root: Path) -> tuple[list[str], list[str]]:
     return texts, skipped
 
 
-def from_kb(data_dir: Path, kb: str) -> list[str]:
-    """Each indexed source's text, rebuilt from its chunks without the overlap between neighbours."""
+def from_kb(data_dir: Path, kb: str) -> tuple[list[str], list[str]]:
+    """Each indexed source's text, rebuilt from its chunks without the overlap between neighbours,
+    and the sources' names in the same order (so the report can say what it calibrated on)."""
     from knowledge.index.db import KnowledgeDB
 
     db = KnowledgeDB(Path(data_dir) / "knowledge.db")
     try:
-        rows = db.in_order(kb)
+        rows = db.chunks_in_order(kb)
     finally:
         db.close()
     by_source: dict[str, list[str]] = {}
     for row in rows:
         by_source.setdefault(row["source"], []).append(row["text"])
-    return [_join_overlapping(chunks) for chunks in by_source.values()]
+    return [_join_overlapping(chunks) for chunks in by_source.values()], list(by_source)
+
+
+def describe_sources(sources: list[str], shown: int = 5) -> str:
+    """'3 documents: a.md, b.pdf, c.html', naming at most `shown` of them."""
+    names = ", ".join(sources[:shown]) + (f", … ({len(sources) - shown} more)" if len(sources) > shown else "")
+    return f"{len(sources)} document{'s' if len(sources) != 1 else ''}: {names}"
 
 
 def _join_overlapping(chunks: list[str]) -> str:
