@@ -25,6 +25,7 @@ from appliance.cli.common import (
     load_cli_settings,
     write_json,
 )
+from knowledge.errors import KnowledgeError
 from knowledge.ingest.report import FileResult
 from knowledge.ingest.report import Progress as IngestProgress
 
@@ -44,6 +45,16 @@ def _kb(config: Path | None, reindex: bool = False):
     from appliance.server.services import open_kb
 
     return open_kb(load_cli_settings(config), reindex=reindex)
+
+
+def _kb_with_documents(config: Path | None):
+    """The knowledge base, or a clear error when nothing is indexed yet: a search or an evaluation of an
+    empty index would print nothing, or zeros that read like a measurement."""
+    kb = _kb(config)
+    if kb.store.count() == 0:
+        kb.close()
+        raise KnowledgeError("the knowledge base is empty: index documents first (`appliance ingest ./docs`)")
+    return kb
 
 
 def _documents(config: Path | None):
@@ -99,6 +110,10 @@ def ingest_command(folder: Annotated[Path, typer.Argument(help="Folder of docume
 
     settings = load_cli_settings(config)
     folders = [folder.expanduser().resolve()]
+    if not folders[0].is_dir():
+        raise KnowledgeError(f"{folder}: " + ("not a folder (ingest takes a folder of documents; the Documents tab "
+                                               "or POST /v1/documents uploads single files)"
+                                               if folders[0].exists() else "no such folder"))
     if collection is not None:
         check_collection(collection)  # before any work, and before handing off
     server = handoff.serving(settings.data_path)
@@ -202,7 +217,7 @@ def search_command(query: Annotated[str, typer.Argument(help="The question.")],
     from knowledge.retrieve.retriever import Retriever
 
     scope = cli_scope(load_cli_settings(config), as_user)
-    hits = Retriever(_kb(config)).search(query, k=k, path_prefix=path, scope=scope)
+    hits = Retriever(_kb_with_documents(config)).search(query, k=k, path_prefix=path, scope=scope)
     if as_json:
         print(json.dumps([{"source": h.source, "page": h.page, "heading": h.heading, "score": h.score,
                            "similarity": h.similarity, "text": h.text, "also_in": h.also_in} for h in hits],
@@ -243,7 +258,8 @@ def eval_retrieval(qa: Annotated[Path | None, typer.Argument(help="JSONL of {que
         return
     if qa is None:
         raise typer.BadParameter("give a QA file, or --suite FILE")
-    result = evaluate(Retriever(_kb(config)), load_qa(qa), mode)
+    items = load_qa(qa)
+    result = evaluate(Retriever(_kb_with_documents(config)), items, mode)
     if as_json:
         print(json.dumps(result))
         return
@@ -269,17 +285,18 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
     users would have read for each question that failed."""
     from appliance.engine.backend import open_backend
     from appliance.server.answer_eval import evaluate_answers
-    from appliance.server.services import chat_service, open_kb
+    from appliance.server.services import chat_service
     from knowledge.eval.evaluate import load_qa
     from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     items = load_qa(qa)[:limit]
+    kb = _kb_with_documents(config)
     with open_backend(settings) as engine, \
             Progress(TextColumn("questions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=err_console, transient=True) as bar:
         task = bar.add_task("answers", total=len(items))
-        result = evaluate_answers(chat_service(settings, engine, Retriever(open_kb(settings))), items,
+        result = evaluate_answers(chat_service(settings, engine, Retriever(kb)), items,
                                   max_tokens, progress=lambda: bar.advance(task), window=1 if one_user else 8)
     if out:
         write_json(out, result)
@@ -300,13 +317,14 @@ def eval_gate(qa: Annotated[Path, typer.Argument(help="JSONL with answerable and
               as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
     """Balanced accuracy of the "not covered" gate per language, and the threshold that maximises it."""
     from appliance.server.answer_eval import calibrate_gate
-    from appliance.server.services import chat_service, open_kb
+    from appliance.server.services import chat_service
     from knowledge.eval.evaluate import load_qa
     from knowledge.retrieve.retriever import Retriever
 
     settings = load_cli_settings(config)
     model = NoEngine.for_chat_model(settings)  # retrieval and the gate only: the model is not loaded
-    result = calibrate_gate(chat_service(settings, model, Retriever(open_kb(settings))), load_qa(qa))
+    items = load_qa(qa)
+    result = calibrate_gate(chat_service(settings, model, Retriever(_kb_with_documents(config))), items)
     if as_json:
         print(json.dumps({lang: {k: v for k, v in m.items() if k != "scores"} for lang, m in result.items()}))
         return

@@ -49,8 +49,14 @@ def load_qa(path: Path) -> list[dict]:
     Unanswerable questions (`"answerable": false`) need only the question; they measure the
     "not covered" gate and are left out of retrieval recall.
     """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise KnowledgeError(f"cannot read the QA file {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise KnowledgeError(f"{path}: not UTF-8 text (a QA file is JSON lines)") from None
     items = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
