@@ -1,8 +1,10 @@
 """The simplest peer retriever, to measure ours against on the same files and questions.
 
-What a front-end tutorial builds: the text of every file (read with our loaders, so extraction is
-not what differs) cut into fixed windows of `chars` characters with `overlap`, embedded with the
-same embedder, cosine top-k, nothing else.
+What a front-end tutorial builds: the plain text of every file, read by its own extraction
+(`knowledge.eval.plaintext`: other libraries than our loaders', and no choice of what is content),
+cut into fixed windows of `chars` characters with `overlap`, embedded with the same embedder, cosine
+top-k, nothing else. Reading for itself is the point: a passage our loaders drop is still in the
+peer's windows, so the loss shows as ours below the peer.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.errors import LoaderError
-from knowledge.loaders import read_text, supported
+from knowledge.eval.plaintext import plain_text
 
 
 @dataclass
@@ -32,11 +33,10 @@ class DenseWindows:
         self.embedder = embedder
         self.windows: list[PeerHit] = []
         step = max(1, chars - overlap)
-        for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and supported(p)):
-            try:
-                text = read_text(path)
-            except (LoaderError, OSError):
-                continue  # the same files our ingest skips as unreadable
+        for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+            text = plain_text(path)
+            if not text:
+                continue  # a kind it does not read, or a file it cannot
             source = path.relative_to(root).as_posix()
             self.windows += [PeerHit(text[i:i + chars], source) for i in range(0, max(1, len(text) - overlap), step)
                              if text[i:i + chars].strip()]
