@@ -84,7 +84,8 @@ class _Sections:
     def box_title(self, title: str) -> None:
         """The next paragraph is a box's first: it starts with the box's title."""
         self.end_block()
-        self.prefix = f"{title.rstrip(':')}: " if title else ""
+        if title:  # an untitled box inside a titled one leaves the outer title waiting
+            self.prefix = f"{title.rstrip(':')}: "
 
     def text(self, words: str) -> None:
         self.current.append(words)
@@ -142,7 +143,7 @@ def _is_box(tag) -> bool:
 def _box(tag, sections: _Sections) -> None:
     """A content box: its title (if any) in front of its first paragraph, then its text."""
     title = tag.select_one(_TITLE_SELECTOR)
-    words = " ".join(title.get_text(" ", strip=True).split()) if title is not None else ""
+    words = " ".join(title.get_text().split()) if title is not None else ""  # inline parts join, as shown
     # a title comes first in reading order; a `dt` deep in the box's own list is not one
     if words and _starts_with(tag, words):
         title.extract()
@@ -156,12 +157,12 @@ def _box(tag, sections: _Sections) -> None:
 def _starts_with(tag, words: str) -> bool:
     """Whether the tag's text begins with `words`, reading only as far as needed (a box may hold
     megabytes, and boxes nest)."""
-    seen = ""
+    wanted, seen = "".join(words.split()), ""  # white space aside: inline parts join as a browser shows them
     for piece in tag.strings:
-        seen = " ".join((seen + " " + piece).split())
-        if len(seen) >= len(words):
+        seen += "".join(piece.split())
+        if len(seen) >= len(wanted):
             break
-    return seen.startswith(words)
+    return seen.startswith(wanted)
 
 
 def _walk(node, sections: _Sections, in_box: bool = False) -> None:
