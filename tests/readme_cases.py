@@ -93,6 +93,9 @@ CASES: dict[str, Case] = {
     "appliance eval answers knowledge/data/sample/qa.jsonl [--json] [--limit N] [--one-user] [--out F.json]": Case(
         ["appliance eval answers knowledge/data/sample/qa.jsonl --json --limit 3 --one-user --out answers.json"],
         lambda w, r: _assert(len(json.loads((w.root / "answers.json").read_text())["rows"]) == 3, r)),
+    "appliance eval loaders ./docs [--json]": Case(
+        ["appliance eval loaders ./docs", "appliance eval loaders ./docs --json"],
+        lambda w, r: _assert("content sentences lost" in r[0].stdout and _json(r[1])["lost_share"] <= 0.01, r)),
     'appliance ask "question"': Case(
         [ASK_BACKUP], lambda w, r: _assert("[1] en/administration.html" in r[0].stdout, r)),
     'appliance ask --doc SOURCE "question"': Case(

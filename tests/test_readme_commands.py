@@ -49,7 +49,7 @@ PYTHON = {"python: from openai import OpenAI", "python: import httpx",
 # Inline spans that name a command in prose; each command's runnable forms are cases.
 FRAGMENTS = {f"inline: appliance {c}" for c in (
     "quantize", "models use NAME", "serve", "ingest FOLDER", "docs remove", "ask", "users key create",
-    "ask --doc", "docs", "ingest", "models add", "collections create NAME")}
+    "ask --doc", "docs", "ingest", "models add", "collections create NAME", "eval loaders FOLDER")}
 
 
 def test_every_readme_command_has_a_case():

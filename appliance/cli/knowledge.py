@@ -38,6 +38,9 @@ def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest_command)
     app.command("search")(search_command)
     app.add_typer(docs_app, name="docs")
+    from appliance.cli.eval_loaders import eval_loaders
+
+    eval_app.command("loaders")(eval_loaders)
     app.add_typer(eval_app, name="eval")
 
 
