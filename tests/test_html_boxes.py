@@ -100,3 +100,28 @@ def test_a_generators_boxes_are_kept_and_its_navigation_dropped(generator):
     assert not kept_nav, f"{generator}: navigation kept {kept_nav}"
     for title in label["box_titles"]:
         assert f"{title.rstrip(':')}:" in text, f"{generator}: box title {title!r} not in front of its text"
+
+
+def test_a_heading_with_nothing_under_it_keeps_its_words(tmp_path):
+    """A converter that styles a numbered list as headings (the install guide's DOCX: "1. Back up any
+    existing data…", "2. Gather information…") left only the last one; each is now a section."""
+    import docx
+
+    d = docx.Document()
+    d.add_heading("Installation steps", 1)
+    for step in ("1. Back up any existing data first.", "2. Gather information about the computer."):
+        d.add_heading(step, 2)
+    d.add_heading("After the installation", 1)
+    d.add_paragraph("Reboot into the new system.")
+    d.save(tmp_path / "steps.docx")
+    (tmp_path / "steps.md").write_text("# Steps\n\n## 1. Back up any existing data first.\n\n"
+                                       "## 2. Gather information about the computer.\n\n## Then\n\nReboot.\n")
+    (tmp_path / "steps.html").write_text("<html><body><h1>Steps</h1><h2>1. Back up any existing data first.</h2>"
+                                         "<h2>2. Gather information about the computer.</h2><h2>Then</h2>"
+                                         "<p>Reboot.</p></body></html>")
+    for name in ("steps.docx", "steps.md", "steps.html"):
+        doc = load(tmp_path / name, (tmp_path / name).read_bytes())
+        texts = [s.text for s in doc.sections]
+        assert "1. Back up any existing data first." in texts and "2. Gather information about the computer." in texts
+        first = next(s for s in doc.sections if s.text.startswith("1. Back up"))
+        assert first.heading == [doc.sections[0].heading[0]]  # under its parent heading, in reading order

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from knowledge.errors import LoaderError
-from knowledge.loaders.base import Document, Section
+from knowledge.loaders.base import Document, Outline, Section
 from knowledge.loaders.text import decode_bytes
 
 _DROP = ("script", "style", "noscript", "form", "iframe", "svg", "button", "template", "head")  # not text
@@ -53,6 +53,7 @@ def load_html(path: Path, raw: bytes) -> Document:
     sections = _Sections(title)
     _walk(root, sections)
     sections.flush()
+    sections.outline.close()
     if not sections.out:  # no text inside any block: fall back to all visible text
         text = root.get_text("\n", strip=True)
         if text:
@@ -67,17 +68,18 @@ class _Sections:
 
     def __init__(self, title: str) -> None:
         self.title = title
-        self.out: list[Section] = []
-        self.stack: list[tuple[int, str]] = []
+        self.outline = Outline()
         self.paragraphs: list[str] = []
         self.current: list[str] = []
         self.prefix = ""  # a box's title, waiting for the box's first paragraph
 
     def heading(self, level: int, text: str) -> None:
         self.flush()
-        while self.stack and self.stack[-1][0] >= level:
-            self.stack.pop()
-        self.stack.append((level, text))
+        self.outline.heading(level, text)
+
+    @property
+    def out(self) -> list[Section]:
+        return self.outline.sections
 
     def box_title(self, title: str) -> None:
         """The next paragraph is a box's first: it starts with the box's title."""
@@ -115,7 +117,7 @@ class _Sections:
         self.end_block()
         body = "\n\n".join(self.paragraphs).strip()
         if body:
-            self.out.append(Section(body, [h for _, h in self.stack] or ([self.title] if self.title else [])))
+            self.outline.add(body, fallback=[self.title] if self.title else [])
         self.paragraphs.clear()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from knowledge.loaders.base import Document, Section
+from knowledge.loaders.base import Document, Outline
 from knowledge.loaders.text import decode_bytes
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -14,8 +14,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 def load_markdown(path: Path, raw: bytes) -> Document:
     text = decode_bytes(raw)
-    sections: list[Section] = []
-    path_stack: list[tuple[int, str]] = []
+    outline = Outline()
     buf: list[str] = []
     in_fence = False
     title = ""
@@ -23,7 +22,7 @@ def load_markdown(path: Path, raw: bytes) -> Document:
     def flush() -> None:
         body = "\n".join(buf).strip()
         if body:
-            sections.append(Section(body, [h for _, h in path_stack]))
+            outline.add(body)
         buf.clear()
 
     for line in text.splitlines():
@@ -33,11 +32,9 @@ def load_markdown(path: Path, raw: bytes) -> Document:
         if m:
             flush()
             level, heading = len(m.group(1)), m.group(2).strip()
-            while path_stack and path_stack[-1][0] >= level:
-                path_stack.pop()
-            path_stack.append((level, heading))
+            outline.heading(level, heading)
             title = title or heading
         else:
             buf.append(line)
     flush()
-    return Document(sections, title=title or path.stem, kind="markdown")
+    return Document(outline.close(), title=title or path.stem, kind="markdown")

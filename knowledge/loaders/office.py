@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 from knowledge.errors import LoaderError
-from knowledge.loaders.base import Document, Section
+from knowledge.loaders.base import Document, Outline, Section
 
 # What the parts of one Office file may expand to. The Office libraries read every part into memory
 # and lxml builds a tree about 17 times the XML's size (24 MB of short paragraphs: 420 MB resident,
@@ -41,13 +41,12 @@ def load_docx(path: Path, raw: bytes) -> Document:
         doc = docx.Document(io.BytesIO(raw))
     except Exception as e:  # noqa: BLE001 - python-docx raises many types on bad input
         raise LoaderError(f"unreadable DOCX ({type(e).__name__})") from None
-    sections: list[Section] = []
-    stack: list[tuple[int, str]] = []
+    outline = Outline()
     buf: list[str] = []
 
     def flush() -> None:
         if buf:
-            sections.append(Section("\n\n".join(buf), [h for _, h in stack]))
+            outline.add("\n\n".join(buf))
             buf.clear()
 
     for para in doc.paragraphs:
@@ -56,9 +55,7 @@ def load_docx(path: Path, raw: bytes) -> Document:
         level = _heading_level(style)
         if level and text:
             flush()
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, text))
+            outline.heading(level, text)
         elif text:
             buf.append(text)
     for table in doc.tables:
@@ -67,7 +64,7 @@ def load_docx(path: Path, raw: bytes) -> Document:
             buf.append("\n".join(rows))
     flush()
     title = (doc.core_properties.title or "") if doc.core_properties else ""
-    return Document(sections, title=title or path.stem, kind="docx")
+    return Document(outline.close(), title=title or path.stem, kind="docx")
 
 
 def _heading_level(style: str) -> int:
