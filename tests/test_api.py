@@ -54,8 +54,18 @@ def test_the_embedded_model_quotes_the_fact_with_style_and_grounding(client, ser
     question = [{"role": "user", "content": "Which port does the server listen on by default?"}]
     r = client.chat.completions.create(model="appliance-rag", messages=question)
     text = r.choices[0].message.content
-    assert "8000" in text and "[1]" in text and r.usage.completion_tokens == 0
-    assert r.model_extra["answer_style"] == "quote"
+    assert "8000" in text and "[1]" in text and r.model_extra["answer_style"] == "quote"
+    # usage counts what was returned (issue 42): no model read anything, the quote has its tokens
+    counted = httpx.post(server.url + "/tokenize", headers={"Authorization": f"Bearer {server.key}"},
+                         json={"model": "smollm2-135m", "messages": [{"role": "assistant", "content": text}]}).json()
+    empty = httpx.post(server.url + "/tokenize", headers={"Authorization": f"Bearer {server.key}"},
+                       json={"model": "smollm2-135m", "messages": [{"role": "assistant", "content": ""}]}).json()
+    assert r.usage.prompt_tokens == 0 and r.usage.completion_tokens == counted["count"] - empty["count"] > 10
+    assert r.usage.total_tokens == r.usage.completion_tokens and "no model ran" in r.model_extra["usage_note"]
+    stream = client.chat.completions.create(model="appliance-rag", messages=question, stream=True,
+                                            stream_options={"include_usage": True})
+    usage = [ch.usage for ch in stream if ch.usage]
+    assert usage and usage[0].completion_tokens == r.usage.completion_tokens and usage[0].prompt_tokens == 0
     g = r.model_extra["grounding"]
     assert g["sentences"] >= 1 and g["supported"] == g["sentences"] and g["unsupported"] == []
     last = None

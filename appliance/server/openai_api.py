@@ -132,16 +132,36 @@ async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepar
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     if req is None:
         text = prepared.answer(None)
-        return JSONResponse(wire.completion(cid, body.model, text, "stop", wire.usage(None), citations,
-                                            await _extras(svc, prepared, text, citations)))
+        use = wire.usage(None, returned_tokens=await _returned_tokens(svc, text))
+        return JSONResponse(wire.completion(cid, body.model, text, "stop", use, citations,
+                                            {**(await _extras(svc, prepared, text, citations) or {}),
+                                             "usage_note": NO_MODEL_RAN}))
     try:
         result = await req.aresult()
     finally:
         req.cancel()  # the client went away before the end: free the KV
     _log_result(cid, user.name, body.model, result)
     text = prepared.answer(result.text)
-    return JSONResponse(wire.completion(cid, body.model, text, result.finish_reason, wire.usage(result.stats),
+    use = wire.usage(result.stats, returned_tokens=await _returned_tokens(svc, text, result))
+    return JSONResponse(wire.completion(cid, body.model, text, result.finish_reason, use,
                                         citations, await _extras(svc, prepared, text, citations)))
+
+
+NO_MODEL_RAN = ("no model ran: the answer quotes the documents, so prompt_tokens is 0; completion_tokens counts "
+                "the quoted text in the model's vocabulary")
+
+
+async def _returned_tokens(svc: Services, text: str, result=None) -> int:
+    """Tokens of the text returned, in the model's vocabulary: the model's own count when it wrote all
+    of it, else the text as an assistant turn less the template's tokens around it."""
+    if result is not None and text == result.text:
+        return result.stats.generated_tokens
+
+    def count() -> int:
+        turn = len(svc.engine.tokenize_messages([{"role": "assistant", "content": text}]))
+        return max(0, turn - len(svc.engine.tokenize_messages([{"role": "assistant", "content": ""}])))
+
+    return await asyncio.to_thread(count)
 
 
 async def _extras(svc: Services, prepared: Prepared, text: str, citations: list | None) -> dict | None:
@@ -227,9 +247,10 @@ async def _stream(cid: str, model: str, svc: Services, req, prepared: Prepared, 
     if req is None:
         text = prepared.answer(None)
         yield wire.chunk(cid, model, {"content": text})
-        yield wire.chunk(cid, model, {}, finish="stop", extra=await _extras(svc, prepared, text, citations))
+        yield wire.chunk(cid, model, {}, finish="stop", extra={**(await _extras(svc, prepared, text, citations) or {}),
+                                                             "usage_note": NO_MODEL_RAN})
         if include_usage:
-            yield wire.usage_chunk(cid, model, wire.usage(None))
+            yield wire.usage_chunk(cid, model, wire.usage(None, returned_tokens=await _returned_tokens(svc, text)))
         yield wire.sse("[DONE]")
         return
     try:
@@ -245,7 +266,8 @@ async def _stream(cid: str, model: str, svc: Services, req, prepared: Prepared, 
         yield wire.chunk(cid, model, {}, finish=result.finish_reason,
                          extra=await _extras(svc, prepared, text, citations))
         if include_usage:
-            yield wire.usage_chunk(cid, model, wire.usage(result.stats))
+            use = wire.usage(result.stats, returned_tokens=await _returned_tokens(svc, text, result))
+            yield wire.usage_chunk(cid, model, use)
         yield wire.sse("[DONE]")
     except EngineError as e:
         # The headers are gone: an error event (the OpenAI SDK raises it) instead of a cut connection.

@@ -157,9 +157,11 @@ def new_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
-def usage(stats: Stats | None, prompt_tokens: int = 0) -> dict:
+def usage(stats: Stats | None, prompt_tokens: int = 0, returned_tokens: int | None = None) -> dict:
+    """OpenAI's usage: what the model read, and the tokens of what is returned (`returned_tokens`
+    where the answer holds more than the model wrote, such as a hybrid answer's quotes)."""
     p = stats.prompt_tokens if stats else prompt_tokens
-    c = stats.generated_tokens if stats else 0
+    c = returned_tokens if returned_tokens is not None else (stats.generated_tokens if stats else 0)
     out = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
     if stats:
         out["prompt_tokens_details"] = {"cached_tokens": stats.cached_prompt_tokens}
