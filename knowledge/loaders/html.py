@@ -28,7 +28,8 @@ _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _INLINE = frozenset("""a abbr acronym b bdi bdo big br cite code data dfn em font i img input kbd label mark q
 rp rt ruby s samp small span strike strong sub sup time tt u var wbr""".split())
 _BLOCKS = ["p", "div", "table", "ul", "ol", "dl", "pre", "blockquote"]
-_NAV_CLASSES = frozenset("nav navbar menu navheader navfooter sphinxsidebar related breadcrumb breadcrumbs".split())
+_NAV_CLASSES = frozenset("""nav navbar menu navheader navfooter sphinxsidebar related breadcrumb breadcrumbs
+footer""".split())
 # Boxes whose first title-like child is their title (kept in front of their text, never a heading).
 _BOX_CLASSES = frozenset("""sidebar note tip warning important caution admonition admonitionblock attention danger
 error hint seealso todo deprecated versionadded versionchanged footnote callout""".split())
