@@ -7,12 +7,11 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+from appliance.bench.server import LocalServer, start_server
 
 from .conftest import ROOT
 
@@ -128,28 +127,8 @@ def run_case(ws: Workspace, line: str, case: Case) -> list[subprocess.CompletedP
     return results
 
 
-def start_serve(ws: Workspace, timeout: float = 300) -> tuple[subprocess.Popen, str, str]:
-    """`.venv/bin/appliance serve` in `ws` on a free port (the README's 8000 may be taken in CI);
-    returns the process, its URL and the admin password it printed once."""
-    from appliance.bench.server import free_port
-
-    port = free_port()
-    log = (ws.root / "serve.log").open("w")
-    full = {**{k: v for k, v in os.environ.items() if not k.startswith("APPLIANCE_")}, **ws.env}
-    proc = subprocess.Popen([".venv/bin/appliance", "serve", "--port", str(port)], cwd=ws.root, env=full,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (ws.root / "serve.log").read_text()[-3000:]
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code in (200, 503):
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        raise AssertionError("serve did not answer /healthz: " + (ws.root / "serve.log").read_text()[-3000:])
-    password = re.search(r"password\s+(\S+)\s+\(shown", (ws.root / "serve.log").read_text().replace("\n", " "))
-    assert password, (ws.root / "serve.log").read_text()[-3000:]
-    return proc, url, password.group(1)
+def start_serve(ws: Workspace) -> LocalServer:
+    """`.venv/bin/appliance serve` as written, run from `ws` with its data directory, on a free port
+    (the README's 8000 may be taken in CI), through the launcher the benchmarks and API tests use."""
+    return start_server(ws.root, env=ws.env, data=Path(ws.env["APPLIANCE_DATA_DIR"]),
+                        command=[".venv/bin/appliance", "serve"], cwd=ws.root)

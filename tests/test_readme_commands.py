@@ -88,7 +88,8 @@ def ws(tmp_path_factory) -> Workspace:
 def served(tmp_path_factory):
     """`.venv/bin/appliance serve` in a workspace of its own, and an API key made with the README's command."""
     w = Workspace.make(tmp_path_factory.mktemp("served"))
-    proc, url, password = start_serve(w)
+    server = start_serve(w)
+    url, password = server.url, server.admin_password
     try:
         key = w.sh("appliance users key create admin").stdout.strip().split()[-1]
         assert key.startswith("apl-"), key
@@ -98,8 +99,7 @@ def served(tmp_path_factory):
         (w.root / "faq.md").write_text("# FAQ\n\nThe guest wifi password changes every Monday.\n")
         yield w, url, key, password
     finally:
-        proc.terminate()
-        proc.wait(30)
+        server.stop()
 
 
 def test_serve_starts_with_an_admin_and_the_sample_guide(served):

@@ -55,15 +55,19 @@ def free_port() -> int:
 
 
 def start_server(workdir: Path, *extra: str, env: dict | None = None, timeout: float = 300,
-                 data: Path | None = None, port: int | None = None) -> LocalServer:
-    """Start `appliance serve` with `env` overrides; returns once /healthz answers, with an admin key."""
+                 data: Path | None = None, port: int | None = None, command: list[str] | None = None,
+                 cwd: Path = ROOT) -> LocalServer:
+    """Start `appliance serve` with `env` overrides; returns once /healthz answers, with an admin key.
+    `command` replaces `python -m appliance.cli serve` (the README test runs `.venv/bin/appliance
+    serve` as written, from `cwd`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     data, port, log = data or workdir / "data", port or free_port(), workdir / f"server-{time.time_ns()}.log"
     full_env = {**os.environ, "APPLIANCE_DATA_DIR": str(data), **(env or {})}
     out = log.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--port", str(port), *extra],
-                            cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # Ctrl-C on the bench must not kill it mid-run
+    argv = command or [sys.executable, "-m", "appliance.cli", "serve"]
+    # start_new_session: Ctrl-C on the bench must not kill it mid-run
+    proc = subprocess.Popen([*argv, "--port", str(port), *extra], cwd=cwd, env=full_env, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
