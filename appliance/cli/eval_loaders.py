@@ -23,15 +23,13 @@ def eval_loaders(folder: FolderArg, as_json: JsonOpt = False) -> None:
     navigation dropped on purpose, counted apart."""
     from knowledge.errors import KnowledgeError
     from knowledge.eval.fidelity import folder_fidelity
-    from knowledge.loaders import supported
 
     if not folder.is_dir():
         raise KnowledgeError(f"{folder}: no such folder")
-    total = sum(1 for p in folder.rglob("*") if p.is_file() and supported(p))
     with Progress(TextColumn("reading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
-        task = bar.add_task("files", total=total)
-        result = folder_fidelity(folder, progress=lambda: bar.advance(task))
+        task = bar.add_task("files", total=None)
+        result = folder_fidelity(folder, progress=lambda total: bar.update(task, total=total, advance=1))
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
         return

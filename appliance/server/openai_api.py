@@ -134,8 +134,7 @@ async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepar
         text = prepared.answer(None)
         use = wire.usage(None, returned_tokens=await _returned_tokens(svc, text))
         return JSONResponse(wire.completion(cid, body.model, text, "stop", use, citations,
-                                            {**(await _extras(svc, prepared, text, citations) or {}),
-                                             "usage_note": NO_MODEL_RAN}))
+                                            await _quote_extras(svc, prepared, text, citations)))
     try:
         result = await req.aresult()
     finally:
@@ -149,6 +148,11 @@ async def respond(body: wire.ChatRequest, user: User, svc: Services, req, prepar
 
 NO_MODEL_RAN = ("no model ran: the answer quotes the documents, so prompt_tokens is 0; completion_tokens counts "
                 "the quoted text in the model's vocabulary")
+
+
+async def _quote_extras(svc: Services, prepared: Prepared, text: str, citations: list | None) -> dict:
+    """A quoted answer's extension fields: the RAG ones, and why its usage shows no prompt."""
+    return {**(await _extras(svc, prepared, text, citations) or {}), "usage_note": NO_MODEL_RAN}
 
 
 async def _returned_tokens(svc: Services, text: str, result=None) -> int:
@@ -247,8 +251,7 @@ async def _stream(cid: str, model: str, svc: Services, req, prepared: Prepared, 
     if req is None:
         text = prepared.answer(None)
         yield wire.chunk(cid, model, {"content": text})
-        yield wire.chunk(cid, model, {}, finish="stop", extra={**(await _extras(svc, prepared, text, citations) or {}),
-                                                             "usage_note": NO_MODEL_RAN})
+        yield wire.chunk(cid, model, {}, finish="stop", extra=await _quote_extras(svc, prepared, text, citations))
         if include_usage:
             yield wire.usage_chunk(cid, model, wire.usage(None, returned_tokens=await _returned_tokens(svc, text)))
         yield wire.sse("[DONE]")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from knowledge.answer.sentences import sentences
 from knowledge.errors import LoaderError
-from knowledge.eval.plaintext import Block, html_blocks, markdown_blocks, plain_text
+from knowledge.eval.plaintext import HTML_SUFFIXES, Block, html_blocks, markdown_blocks, plain_text
 from knowledge.loaders import load, supported
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -38,7 +38,7 @@ def reference_blocks(path: Path) -> list[Block] | None:
     """The file as the reference reads it, in blocks; None where it does not read this kind."""
     suffix = path.suffix.lower()
     try:
-        if suffix in (".html", ".htm", ".xhtml"):
+        if suffix in HTML_SUFFIXES:
             return html_blocks(path.read_bytes())
         if suffix in (".md", ".markdown"):
             return markdown_blocks(path.read_bytes())
@@ -83,13 +83,15 @@ def file_fidelity(path: Path, root: Path) -> dict:
 
 
 def folder_fidelity(folder: Path, progress=None) -> dict:
-    """Every file our loaders read under `folder`, and the totals (the share is over content sentences)."""
+    """Every file our loaders read under `folder`, and the totals (the share is over content sentences).
+    `progress(total)` is called after each file, with the number of files to read."""
     folder = Path(folder)
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and supported(p))
     rows = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and supported(p)):
+    for path in paths:
         rows.append(file_fidelity(path, folder))
         if progress:
-            progress()
+            progress(len(paths))
     measured = [r for r in rows if "content" in r]
     total = {k: sum(r[k] for r in measured) for k in ("content", "lost", "navigation", "navigation_dropped")}
     total["lost_share"] = round(total["lost"] / total["content"], 4) if total["content"] else 0.0

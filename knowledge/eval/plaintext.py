@@ -16,6 +16,7 @@ from pathlib import Path
 _BLOCK_TAGS = frozenset("""address article aside blockquote br dd details div dl dt figcaption figure footer h1 h2
 h3 h4 h5 h6 header hr li main nav ol p pre section summary table td th tr ul""".split())
 _INVISIBLE = ("script", "style", "noscript", "template", "head")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 _OFFICE_PARTS = {".docx": (r"word/(document|footnotes|endnotes)\.xml", "p", "t"),
                  ".pptx": (r"ppt/slides/slide\d+\.xml", "p", "t"),
                  ".xlsx": (r"xl/sharedStrings\.xml", "si", "t")}
@@ -25,7 +26,7 @@ def plain_text(path: Path) -> str | None:
     """The file's text, or None for a kind this reader does not open (or a file it cannot read)."""
     suffix = path.suffix.lower()
     try:
-        if suffix in (".html", ".htm", ".xhtml"):
+        if suffix in HTML_SUFFIXES:
             return html_text(path.read_bytes())
         if suffix == ".pdf":
             return _pdf_text(path)
