@@ -45,11 +45,11 @@ class Outline:
     def path(self) -> list[str]:
         return [entry[1] for entry in self._stack]
 
-    def add(self, text: str, fallback: list[str] | None = None, page: int | None = None) -> None:
+    def add(self, text: str, fallback: list[str] | None = None) -> None:
         """A section of text under the current path (`fallback` where there is no heading yet)."""
         for entry in self._stack:
             entry[2] = True
-        self.sections.append(Section(text, self.path() or list(fallback or []), page))
+        self.sections.append(Section(text, self.path() or list(fallback or [])))
 
     def close(self) -> list[Section]:
         while self._stack:
