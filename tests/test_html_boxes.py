@@ -62,9 +62,13 @@ def test_a_page_of_navigation_only_is_skipped_with_the_reason(tmp_path):
 
 
 def test_twenty_megabytes_of_nested_boxes_load_in_bounded_memory(tmp_path):
-    """In a child process, so that its peak memory is its own (a test never asserts times)."""
+    """In a child process, so that its peak memory is its own (a test never asserts times).
+
+    The peak is the child's VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across execve,
+    so it reported the pytest parent's peak (1.8 GB in CI once earlier tests had loaded models).
+    """
     code = f"""
-import resource, sys
+import re
 from pathlib import Path
 from knowledge.loaders import load
 box = '<div class="tip"><p class="title">Tip</p><p>' + 'word ' * 50 + '</p></div>'
@@ -74,7 +78,7 @@ p = Path({str(tmp_path / "big.html")!r}); p.write_text(html)
 doc = load(p, p.read_bytes())
 text = ' '.join(s.text for s in doc.sections)
 print(len(html) // 2**20, 'The deepest line.' in text, text.count('Tip: word'),
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+      int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read())[1]) // 1024)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
