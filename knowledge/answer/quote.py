@@ -27,6 +27,8 @@ MIN_PIECE = 20         # characters: a shorter unit inside a quoted sentence may
 SAME_LENGTH = 0.8      # a reworded copy of a chosen sentence is at least this share of its length
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
 NUMBER_BONUS = 0.1     # for a unit that holds a number, when the question asks for one
+FOLLOWER_UNITS = 3     # what an announcing unit brings: up to this many lines of its block
+FOLLOWER_CHARS = 300   # and a longer follower is shortened to this, never dropped
 
 
 @dataclass(frozen=True)
@@ -85,27 +87,37 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
     chosen += _followers(chosen, cands, keys)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
     chosen += [j for i in chosen for j in _antecedent(i, cands)]  # what "This" refers to
-    chosen += [j for i in chosen for j in _introduced(i, cands)]  # a colon's command comes with it
-    chosen += [j for i in chosen for j in _introducer(i, cands)]  # and a colon's command brings its colon
+    announced = [j for i in chosen for j in _introduced(i, cands)]  # "as follows:" brings its command
+    chosen += announced
+    chosen += [j for i in chosen for j in _introducer(i, cands)]  # and a command brings its "as follows:"
     chosen = _once(sorted(set(chosen), key=lambda i: (cands[i][0], cands[i][2].index)), keys)
-    return [Quote(cands[i][1], cands[i][2], scores[i]) for i in chosen]
+    return [Quote(cands[i][1], _shortened(cands[i][2]) if i in announced else cands[i][2], scores[i])
+            for i in chosen]
 
 
 def sentence_end(text: str, tail: str) -> str:
     """`text` completed from `tail` (the document's text right after it) up to the end of its last
     sentence, so that a chunk cut mid-sentence is not quoted cut ("buzz for release" + "1.1, …").
-    A chunk that ends on a colon gets the block the colon introduces (a command, a list)."""
+    A chunk that ends on a colon, or on a sentence that announces what follows ("as follows.",
+    "下列命令…。"), gets the block it introduces (a command, a list)."""
     if not tail:
         return text
+    if _ENDED.search(text):
+        return _with_announced(text, tail)
     if text.rstrip().endswith((":", "：")):
         return text + _next_block(tail)
-    if _ENDED.search(text):
-        return text
     end = _SENTENCE_END.search(tail)
     if end:
-        return text + tail[:end.end()]
+        return _with_announced(text + tail[:end.end()], tail[end.end():])
     cut = tail.rstrip().rsplit(None, 1)[0] if " " in tail.strip() else tail
     return text + cut + "…"
+
+
+def _with_announced(text: str, tail: str) -> str:
+    """`text`, and when its last sentence announces what follows ("使用下列命令…。", "as follows."),
+    the block after it in the document: the chunk may end just before the command it promises."""
+    last = units(text)
+    return text + _next_block(tail) if last and last[-1].announces and tail.strip() else text
 
 
 def _next_block(tail: str) -> str:
@@ -181,25 +193,38 @@ def _foreign(unit: Unit, best: Unit, lang: str) -> bool:
 
 
 def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
-    """What a unit ending in a colon introduces (a command, table rows; a sentence), up to three units."""
-    if not cands[i][2].opens_list:
+    """What a unit that announces it introduces (a command, table rows, a list; a sentence), up to
+    FOLLOWER_UNITS units: "… as follows:", "使用下列命令…。" promise what comes next."""
+    if not cands[i][2].announces:
         return []
     out: list[int] = []
-    for j in range(i + 1, min(i + 4, len(cands))):
+    for j in range(i + 1, min(i + 1 + FOLLOWER_UNITS, len(cands))):
         if cands[j][0] != cands[i][0] or (cands[i][2].whole_line and not cands[j][2].whole_line):
             break  # a listing's line introduces lines of the listing, not the prose after it
+        if _heading(j, cands) or _asks(cands[j][2]):
+            break  # another subject starts: the announced block was cut off before it
         out.append(j)
         if not cands[j][2].whole_line:
             break
     return out
 
 
+def _shortened(unit: Unit) -> Unit:
+    """An announced block's unit cut to FOLLOWER_CHARS at a word, marked "…": a long command or
+    paragraph stays an answer's part, and the announcement is never quoted without it."""
+    if len(unit.text) <= FOLLOWER_CHARS:
+        return unit
+    cut = unit.text[:FOLLOWER_CHARS]
+    cut = cut.rsplit(None, 1)[0] if " " in cut.strip() and not is_cjk_text(cut) else cut
+    return Unit(unit.index, cut.rstrip() + "…", unit.whole_line)
+
+
 def _introducer(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
-    """The unit before, when it ends in a colon and so introduces unit `i`: a definition's term
-    ("0-99:" before "Globally allocated by the Debian project"), a command's "run this:"."""
+    """The unit before, when it announces unit `i`: a definition's term ("0-99:" before "Globally
+    allocated by the Debian project"), a command's "run this:", "the following command."."""
     if i == 0 or cands[i - 1][0] != cands[i][0]:
         return []
-    return [i - 1] if cands[i - 1][2].opens_list else []
+    return [i - 1] if cands[i - 1][2].announces else []
 
 
 def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]], keys: list[str]) -> list[int]:

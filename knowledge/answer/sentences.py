@@ -35,6 +35,15 @@ MAX_TITLE_WORDS = 12  # a numbered title is at most this long; a longer line is 
 _GLUED_MARK = re.compile(r"(?<=[^\s\[(])\^?\[\d{1,3}\]")
 
 
+# A sentence that announces what follows it without a colon: "… can be invoked as follows.",
+# "Use the following command.", "另外，可以使用下列命令使非特权用户无需密码就获得管理员权限。", "步骤如下。".
+_BLOCKS = (r"(?:commands?|lines?|steps?|examples?|options?|packages?|entr(?:y|ies)|table|list|code|files?|"
+           r"settings?|procedure|script|snippet)")
+_ANNOUNCES = re.compile(
+    r"\bas follows\b|\b(?:the|these) following\s*[.:]?$|\bfollowing (?:\w+ )?" + _BLOCKS + r"\b|\blike this[.:]?$"
+    r"|下列|如下|下述|(?:以下|下面)的?(?:命令|指令|步骤|方法|操作|内容|设置|选项|代码|示例|例子|几)", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Unit:
     """One quotable piece of an excerpt, in document order (`index`)."""
@@ -63,6 +72,12 @@ class Unit:
     def opens_list(self) -> bool:
         """Ends with a colon: what it introduces (a list, a command) is its answer."""
         return self.text.rstrip().endswith((":", "："))
+
+    @property
+    def announces(self) -> bool:
+        """Introduces what follows it: a trailing colon, or prose that says so ("as follows", "the
+        following command", "下列命令", "如下"). Quoted without it, it promises and does not give."""
+        return self.opens_list or (not self.whole_line and _ANNOUNCES.search(self.text) is not None)
 
     @property
     def is_comment(self) -> bool:

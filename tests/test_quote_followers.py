@@ -1,0 +1,69 @@
+"""A quote finishes its thought: a unit that announces what follows it ("as follows:", "the following
+command.", "下列命令…。", "如下") is quoted with the block it announces, across a chunk boundary when
+the chunk ends on it, and a long block is shortened, never dropped (issue 42). Pure logic: the
+picker and the chunk completion, on text cut from real manuals."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.answer import quote
+from knowledge.answer.sentences import units
+
+
+@pytest.mark.parametrize("text, announces", [
+    ("The daemon can also be invoked from the command line as follows.", True),
+    ("Use the following command to list the installed packages.", True),
+    ("另外，可以使用下列命令使非特权用户无需密码就获得管理员权限。", True),
+    ("分区表格的格式如下。", True),
+    ("可以用以下命令查看。", True),
+    ("Insert the disc and use the apt-cdrom command:", True),
+    ("The following year the project released its second version", False),  # no block announced
+    ("内存在 512 MB 以下的机器不能运行图形安装程序。", False),  # 以下 = "below", not "the following"
+    ("The server listens on port 8000.", False),
+])
+def test_a_unit_announces_what_follows_it(text, announces):
+    assert units(text)[-1].announces is announces
+
+
+@pytest.mark.parametrize("lang, text, question, idf, command", [
+    ("zh", "另外，可以使用下列命令使非特权用户无需密码就获得管理员权限。\n\n    echo 'user ALL=(ALL) NOPASSWD: ALL' "
+           "> /etc/sudoers.d/user\n\n安装完成后重新启动。",
+     "怎样让非特权用户无需密码就获得管理员权限？", {"非特权": 3.0, "密码": 2.0, "管理员": 2.0, "权限": 1.0},
+     "NOPASSWD"),
+    ("en", "The mirror script can also be invoked by hand as follows.\n\n"
+           "    $ sudo debmirror --progress /srv/mirror\n\nMirrors are updated nightly.",
+     "How do I run the mirror script by hand?", {"mirror": 3.0, "script": 2.0, "hand": 1.0}, "debmirror --progress"),
+])
+def test_a_sentence_that_announces_a_command_is_quoted_with_it(lang, text, question, idf, command):
+    rendered = quote.render(quote.pick(question, [(1, text)], lang, idf))
+    assert command in rendered, rendered
+
+
+def test_a_chunk_ending_on_an_announcing_sentence_gets_the_block_from_the_next_chunk():
+    tail = "\n\n    echo 'user ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/user\n\n安装完成后重新启动。"
+    done = quote.sentence_end("另外，可以使用下列命令使非特权用户无需密码就获得管理员权限。", tail)
+    assert done.endswith("/etc/sudoers.d/user") and "重新启动" not in done
+    # cut mid-sentence: the sentence is finished, then its block follows
+    done = quote.sentence_end("The mirror script can also be invoked",
+                              " by hand as follows.\n\n    $ debmirror /srv\n\nNext.")
+    assert done.endswith("$ debmirror /srv")
+    assert quote.sentence_end("The server listens on port 8000.", "\n\n    $ curl localhost:8000") == \
+        "The server listens on port 8000."
+
+
+def test_a_long_announced_block_is_shortened_not_dropped():
+    command = "    $ apt-get install " + " ".join(f"package-number-{n}" for n in range(40))
+    text = f"Install the tools with the following command.\n\n{command}\n\nThat is all."
+    picked = quote.pick("How do I install the tools?", [(1, text)], "en", {"tool": 3.0, "instal": 1.0})
+    rendered = quote.render(picked)
+    assert "the following command" in rendered and "apt-get install package-number-0" in rendered
+    follower = [q.unit.text for q in picked if "apt-get" in q.unit.text][0]
+    assert follower.endswith("…") and len(follower) <= quote.FOLLOWER_CHARS + 1
+    assert all(len(q.unit.text) <= len(command) for q in picked)
+
+
+def test_the_block_announced_stops_at_the_next_title():
+    text = "Run it like this:\n\nInstallation\n\nThe installer starts from the disc."
+    rendered = quote.render(quote.pick("How do I run it?", [(1, text)], "en", {"run": 2.0}))
+    assert "Installation" not in rendered and "installer starts" not in rendered
