@@ -63,7 +63,17 @@ def test_a_long_announced_block_is_shortened_not_dropped():
     assert all(len(q.unit.text) <= len(command) for q in picked)
 
 
-def test_the_block_announced_stops_at_the_next_title():
-    text = "Run it like this:\n\nInstallation\n\nThe installer starts from the disc."
+def test_what_a_colon_announces_is_quoted_however_short_it_is():
+    """Found on LibreOffice's help and Debian Policy: a formula or a name after a colon is short and
+    has no full stop, like a title, and it is the answer."""
+    text = ("If you want to calculate time differences, for example, the time between 23:30 and 01:10 in the "
+            "same night, use the following formula:\n\n=(B2<A2)+B2-A2\n\nNext topic.")
+    rendered = quote.render(quote.pick("What formula gives the time between 23:30 and 01:10?", [(1, text)], "en",
+                                       {"formula": 3.0, "time": 1.0}))
+    assert "=(B2<A2)+B2-A2" in rendered
+
+
+def test_the_block_announced_stops_at_a_question():
+    text = "Run it like this:\n\nCan I run it twice?\n\nYes, it is safe."
     rendered = quote.render(quote.pick("How do I run it?", [(1, text)], "en", {"run": 2.0}))
-    assert "Installation" not in rendered and "installer starts" not in rendered
+    assert "Can I run it twice?" not in rendered

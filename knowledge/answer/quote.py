@@ -201,8 +201,10 @@ def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
     for j in range(i + 1, min(i + 1 + FOLLOWER_UNITS, len(cands))):
         if cands[j][0] != cands[i][0] or (cands[i][2].whole_line and not cands[j][2].whole_line):
             break  # a listing's line introduces lines of the listing, not the prose after it
-        if _heading(j, cands) or _asks(cands[j][2]):
-            break  # another subject starts: the announced block was cut off before it
+        if _asks(cands[j][2]):
+            break  # a FAQ's next question: the announced block was cut off before it
+        # (A short line is not taken for a title here: "=(B2<A2)+B2-A2", "Russ Allbery" after a
+        # colon look like one and are what the colon announces.)
         out.append(j)
         if not cands[j][2].whole_line:
             break
