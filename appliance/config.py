@@ -152,6 +152,12 @@ class ChatSettings(_Section):
                                     "covered'; calibrate on your questions with `appliance eval gate`.")
     min_relevance_zh: float = Field(0.155, ge=0, le=1, description="Chinese questions: the same, "
                                     "with its own threshold.")
+    partial_floor_en: float = Field(0.10, ge=0, le=1, description="English questions scoring from here up "
+                                    "to min_relevance_en get the best passages quoted under a warning ('These "
+                                    "passages may not answer your question'; API `coverage: \"partial\"`); below "
+                                    "it, 'not covered'. Equal to min_relevance_en: no partial answers.")
+    partial_floor_zh: float = Field(0.07, ge=0, le=1, description="Chinese questions: the same, below "
+                                    "min_relevance_zh.")
     answer_style: Literal["auto", "generate", "quote", "hybrid"] = Field(
         "auto", description="How answers are written: `generate` (the model writes them), `quote` (the "
         "excerpts' sentences that answer the question, verbatim, no model), `hybrid` (a one-sentence "

@@ -64,3 +64,17 @@ def embedder():
 @pytest.fixture(scope="session")
 def sample_docs() -> Path:
     return ROOT / "knowledge" / "data" / "sample" / "docs"
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder, sample_docs):
+    """A retriever over the sample guide, indexed once per test module (a module may add to it)."""
+    from knowledge.ingest.folder import ingest
+    from knowledge.retrieve.retriever import Retriever
+
+    from .kb_helpers import open_kb
+
+    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
+    report = ingest(kb, sample_docs)
+    assert report.count("failed") == 0 and report.count("new") >= 9
+    return Retriever(kb)

@@ -74,3 +74,16 @@ def assert_consistent(kb):
     assert stored == listed == set(manifest)
     assert len(manifest) == len(set(manifest)) == kb.store.count()
     assert all(r.pending_ids is None for r in kb.db.files(kb.cfg.name).values())
+
+
+class RefusingModel:
+    """A chat model for answers that must come without one (quoted, partial, declined): any
+    generation is a failure."""
+
+    model_name = "none"
+
+    def tokenize_messages(self, messages):
+        return [0] * sum(len(m["content"]) for m in messages)
+
+    def submit(self, messages, params):
+        raise AssertionError("the quote style ran the model")

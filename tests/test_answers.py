@@ -11,12 +11,11 @@ from appliance.server.answer_eval import distinct_4gram_ratio, is_degenerate
 from appliance.server.chat import ChatService, RagSettings
 from knowledge.eval.evaluate import load_qa
 from knowledge.index.access import EVERYTHING
-from knowledge.ingest.folder import ingest
-from knowledge.retrieve.retriever import Retriever, coverage
+from knowledge.retrieve.retriever import coverage
 from knowledge.text.terms import is_cjk_text, terms
 
 from .conftest import ROOT, venv_python
-from .kb_helpers import open_kb
+from .kb_helpers import RefusingModel
 
 README_ZH = "默认情况下服务监听哪个端口？"
 PORT_SENTENCE = "用 appliance serve 命令启动服务。默认只监听本机地址 127.0.0.1 的 8000 端口。"
@@ -44,31 +43,15 @@ def test_english_terms_are_snowball_stemmed():
     assert "the" not in terms("the backups")
 
 
-class _NoModel:
-    """Retrieval and the gate only: the gate decides before any model is called."""
-
-    model_name = "none"
-
-    def tokenize_messages(self, messages):
-        return [0] * sum(len(m["content"]) for m in messages)
-
-
-@pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder, sample_docs):
-    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
-    ingest(kb, sample_docs)
-    return Retriever(kb)
-
-
 def test_gate_answers_the_readme_chinese_question(retriever):
-    prepared = ChatService(_NoModel(), retriever, RagSettings(top_k=2)).prepare(
+    prepared = ChatService(RefusingModel(), retriever, RagSettings(top_k=2)).prepare(
         [{"role": "user", "content": README_ZH}], scope=EVERYTHING)
     assert prepared.covered and prepared.lang == "zh"
     assert prepared.citations[0]["source"] == "zh/快速入门.md" and "8000" in prepared.citations[0]["text"]
 
 
 def test_gate_declines_an_unrelated_chinese_question(retriever):
-    prepared = ChatService(_NoModel(), retriever).prepare([{"role": "user", "content": "明天北京的天气怎么样？"}],
+    prepared = ChatService(RefusingModel(), retriever).prepare([{"role": "user", "content": "明天北京的天气怎么样？"}],
                                                           scope=EVERYTHING)
     assert not prepared.covered
 
@@ -78,7 +61,7 @@ def test_gate_declines_an_unrelated_chinese_question(retriever):
 def test_gate_declines_a_close_english_question_about_what_the_guide_never_names(retriever, question):
     """Similarity alone (the old gate: best excerpt >= 0.3) would answer these from the guide; the
     words the guide never uses keep the term coverage, and so the relevance, low."""
-    chat = ChatService(_NoModel(), retriever, RagSettings(top_k=2))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2))
     hits = retriever.search(question, k=2, scope=EVERYTHING)
     assert max(h.similarity for h in hits) >= 0.3
     assert chat.relevance(question, hits, "en") < chat.cfg.min_relevance_en
@@ -86,7 +69,7 @@ def test_gate_declines_a_close_english_question_about_what_the_guide_never_names
 
 
 def test_gate_answers_an_english_question_the_guide_covers(retriever):
-    prepared = ChatService(_NoModel(), retriever, RagSettings(top_k=2)).prepare(
+    prepared = ChatService(RefusingModel(), retriever, RagSettings(top_k=2)).prepare(
         [{"role": "user", "content": "Which port does the server listen on by default?"}], scope=EVERYTHING)
     assert prepared.covered and prepared.lang == "en" and "8000" in prepared.citations[0]["text"]
 
@@ -95,7 +78,7 @@ def test_a_paraphrase_in_everyday_words_passes_the_gate(retriever):
     """'went', 'during', 'out' and 'after' appear nowhere in the 39-chunk guide, so the index gives
     them the highest weight there is and the share of the question found in the answer was too low."""
     question = "What should I do after the power went out during indexing?"
-    chat = ChatService(_NoModel(), retriever, RagSettings(top_k=2))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2))
     hits = retriever.search(question, k=2, scope=EVERYTHING)
     texts = [h.text for h in hits]
     assert coverage(retriever, question, texts, everyday=True) > coverage(retriever, question, texts) + 0.1

@@ -55,6 +55,7 @@ def test_the_embedded_model_quotes_the_fact_with_style_and_grounding(client, ser
     r = client.chat.completions.create(model="appliance-rag", messages=question)
     text = r.choices[0].message.content
     assert "8000" in text and "[1]" in text and r.model_extra["answer_style"] == "quote"
+    assert r.model_extra["coverage"] == "full" and not text.startswith("These passages may not")
     # usage counts what was returned (issue 42): no model read anything, the quote has its tokens
     counted = httpx.post(server.url + "/tokenize", headers={"Authorization": f"Bearer {server.key}"},
                          json={"model": "smollm2-135m", "messages": [{"role": "assistant", "content": text}]}).json()
@@ -93,8 +94,21 @@ def test_hybrid_answer_streams_its_lead_in_then_the_quotes(client):
 def test_not_covered_path(client):
     r = client.chat.completions.create(model="appliance-rag", max_tokens=24, messages=[
         {"role": "user", "content": "What is the boiling point of tungsten on Mars?"}])
-    assert "do not cover" in r.choices[0].message.content
+    assert "do not cover" in r.choices[0].message.content and r.model_extra["coverage"] == "none"
     assert r.model_extra["citations"]  # the nearest sources are still shown
+
+
+def test_a_doubtful_answer_shows_its_passages_under_a_warning(client):
+    """Issue 42: between the floor and the threshold (this question scores about 0.11 on the sample
+    guide, the Chinese band is 0.07-0.155) the passages are quoted under a warning, not hidden."""
+    question = [{"role": "user", "content": "怎样导出聊天记录？"}]
+    r = client.chat.completions.create(model="appliance-rag", messages=question)
+    text = r.choices[0].message.content
+    assert r.model_extra["coverage"] == "partial" and text.startswith("以下段落可能没有回答你的问题。")
+    assert "[1]" in text and r.model_extra["citations"] and r.model_extra["answer_style"] == "quote"
+    chunks = list(client.chat.completions.create(model="appliance-rag", messages=question, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    assert chunks[-1].model_extra["coverage"] == "partial"
 
 
 def test_streaming_with_usage_and_stop(client):

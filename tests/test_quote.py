@@ -14,7 +14,7 @@ from knowledge.index.access import EVERYTHING
 from knowledge.ingest.folder import ingest
 from knowledge.retrieve.retriever import Retriever
 
-from .kb_helpers import open_kb
+from .kb_helpers import RefusingModel, open_kb
 
 
 def test_pick_quotes_the_sentence_with_the_fact_and_its_citation():
@@ -145,31 +145,12 @@ def test_copies_are_quoted_once_and_empty_excerpts_give_nothing():
     assert quote.pick("default port", [(1, ""), (2, "   ")], "en", {"port": 1.0}) == []
 
 
-class _RefusingModel:
-    """The quote style must answer without the model: any generation is a failure."""
-
-    model_name = "none"
-
-    def tokenize_messages(self, messages):
-        return [0] * sum(len(m["content"]) for m in messages)
-
-    def submit(self, messages, params):
-        raise AssertionError("the quote style ran the model")
-
-
-@pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder, sample_docs):
-    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
-    ingest(kb, sample_docs)
-    return Retriever(kb)
-
-
 @pytest.mark.parametrize("question,fact", [("Which port does the server listen on by default?", "8000"),
                                            ("默认情况下服务监听哪个端口？", "8000 端口。如果"),
                                            ("How do I back up the appliance?", "copy the whole data directory"),
                                            ("怎样备份一体机？", "复制整个数据目录")])
 def test_quote_style_answers_the_readme_questions_with_the_fact(retriever, question, fact):
-    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
     prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
     answer = prepared.fixed_answer
     assert prepared.style == "quote" and chat.submit(prepared, chat.answer_params("t")) is None
@@ -178,7 +159,7 @@ def test_quote_style_answers_the_readme_questions_with_the_fact(retriever, quest
 
 
 def test_hybrid_style_prompts_with_the_quotes_and_appends_them(retriever):
-    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="hybrid"))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2, answer_style="hybrid"))
     prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
                             scope=EVERYTHING)
     assert prepared.style == "hybrid" and prepared.fixed_answer is None
@@ -186,17 +167,17 @@ def test_hybrid_style_prompts_with_the_quotes_and_appends_them(retriever):
 
 
 def test_generate_style_and_a_wrong_style(retriever):
-    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2))
     prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
                             scope=EVERYTHING)
     assert prepared.style == "generate" and not prepared.quoted and prepared.suffix == ""
     with pytest.raises(ValueError, match="answer style must be one of"):
-        ChatService(_RefusingModel(), retriever, RagSettings(answer_style="poem"))
+        ChatService(RefusingModel(), retriever, RagSettings(answer_style="poem"))
 
 
 @pytest.mark.parametrize("question,words", [("Which port?", "knowledge base is empty"), ("哪个端口？", "知识库是空的")])
 def test_an_empty_knowledge_base_says_so_in_every_style(tmp_path, embedder, question, words):
-    chat = ChatService(_RefusingModel(), Retriever(open_kb(tmp_path, embedder)), RagSettings(answer_style="quote"))
+    chat = ChatService(RefusingModel(), Retriever(open_kb(tmp_path, embedder)), RagSettings(answer_style="quote"))
     prepared = chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING)
     assert not prepared.covered and words in prepared.fixed_answer and not prepared.citations
 
@@ -207,7 +188,7 @@ def test_the_chat_page_marks_an_invented_sentence(retriever):
 
     from ui.chat import _grounded
 
-    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2))
     prepared = chat.prepare([{"role": "user", "content": "Which port does the server listen on by default?"}],
                             scope=EVERYTHING)
     svc = SimpleNamespace(chat=chat)
@@ -225,7 +206,7 @@ def test_a_question_in_the_other_language_gets_an_honest_answer(tmp_path, embedd
     (tmp_path / "docs" / "guide.md").write_text("# Ports\n\nThe server listens on port 8000 by default.\n")
     kb = open_kb(tmp_path / "data", embedder)
     ingest(kb, tmp_path / "docs")
-    chat = ChatService(_RefusingModel(), Retriever(kb), RagSettings(top_k=2, answer_style="quote"))
+    chat = ChatService(RefusingModel(), Retriever(kb), RagSettings(top_k=2, answer_style="quote"))
     prepared = chat.prepare([{"role": "user", "content": "服务器默认监听哪个端口？"}], scope=EVERYTHING)
     assert prepared.lang == "zh" and prepared.fixed_answer
     assert not prepared.covered or ("[1]" in prepared.fixed_answer and "8000" in prepared.fixed_answer)
@@ -288,9 +269,9 @@ def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever
     """quote_excerpts widens what is quoted from; the gate judges the top_k alone, so a question the
     top_k does not cover is declined however wide the quotes may look."""
     question = [{"role": "user", "content": "How do I back up the appliance?"}]
-    quoting = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4, answer_style="quote"))
+    quoting = ChatService(RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4, answer_style="quote"))
     assert len(quoting.prepare(question, scope=EVERYTHING).citations) == 4
-    writing = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4))
+    writing = ChatService(RefusingModel(), retriever, RagSettings(top_k=2, quote_excerpts=4))
     assert len(writing.prepare(question, scope=EVERYTHING).citations) == 2
     # The gate is handed the top_k excerpts, never the wider quoting set. (Comparing the two scores
     # instead depended on the CPU: the int8 embedder's vectors move with their batch, and on an
@@ -299,7 +280,7 @@ def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever
     relevance = quoting.relevance
     quoting.relevance = lambda q, hits, lang: judged.append(len(hits)) or relevance(q, hits, lang)
     prepared = quoting.prepare([{"role": "user", "content": "How many vacation days do I get?"}], scope=EVERYTHING)
-    assert judged == [2] and not prepared.covered
+    assert judged == [2] and prepared.coverage != "full"  # declined, or passages under a warning
 
 
 @pytest.mark.parametrize("question", ["What is the biggest file the ingest accepts by default?",
@@ -307,7 +288,7 @@ def test_quotes_are_picked_from_more_excerpts_than_a_small_model_reads(retriever
 def test_a_paraphrase_that_matches_one_sentence_is_covered(retriever, question):
     """The English gate scores the best sentence, not the whole chunk: these sample paraphrases share
     one sentence's meaning and few of its words, and were declined when the chunk's vector judged."""
-    chat = ChatService(_RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
+    chat = ChatService(RefusingModel(), retriever, RagSettings(top_k=2, answer_style="quote"))
     assert chat.prepare([{"role": "user", "content": question}], scope=EVERYTHING).covered
     off_topic = chat.prepare([{"role": "user", "content": "Who won the football match last night?"}], scope=EVERYTHING)
     assert not off_topic.covered

@@ -1,22 +1,10 @@
 """Retrieval on the shipped sample corpus: recall@5 >= 0.8 in English and in Chinese."""
 
-import pytest
 
 from knowledge.eval.evaluate import evaluate, item_lang, load_qa, normalise
 from knowledge.index.access import EVERYTHING
-from knowledge.ingest.folder import ingest
-from knowledge.retrieve.retriever import Retriever
 
 from .conftest import ROOT
-from .kb_helpers import open_kb
-
-
-@pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder, sample_docs):
-    kb = open_kb(tmp_path_factory.mktemp("data"), embedder)
-    report = ingest(kb, sample_docs)
-    assert report.count("failed") == 0 and report.count("new") >= 9
-    return Retriever(kb)
 
 
 def test_sample_qa_recall(retriever):

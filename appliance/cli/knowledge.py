@@ -306,8 +306,8 @@ def eval_answers(qa: Annotated[Path, typer.Argument(help="JSONL of {question, an
     if as_json:
         print(json.dumps({k: v for k, v in result.items() if k != "rows"}, ensure_ascii=False))
         return
-    keys = ("style", "answered", "declined_ok", "cited_source", "contains_answer", "grounded", "degenerate",
-            "mean_answer_tokens", "median_answer_wall_seconds")
+    keys = ("style", "full", "partial", "declined", "declined_ok", "unanswerable_unwarned", "cited_source",
+            "contains_answer", "grounded", "degenerate", "median_answer_wall_seconds")
     table = Table("set", "answerable", "unanswerable", *keys, title=f"answers ({result['seconds']} s)")
     for name, m in [("all", result), *result["by_lang"].items()]:
         table.add_row(name, str(m["n_answerable"]), str(m["n_unanswerable"]),

@@ -1,8 +1,9 @@
 """`appliance eval answers`: the whole chat service (retrieval, prompt, the loaded model) on a QA file.
 
-Per language it reports how often answerable questions are answered, cite the expected source and
-contain an expected string; how often unanswerable ones get "not covered"; and how many answers
-are degenerate (loops). Questions are submitted together, so the engine batches them.
+Per language it reports how often answerable questions are answered in full, in part (passages
+under a warning) or declined, cite the expected source and contain an expected string; how often
+unanswerable ones get "not covered", a warned partial answer, or an answer with no warning; and how
+many answers are degenerate (loops). Questions are submitted together, so the engine batches them.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _row(item: dict, prepared, text: str, result) -> dict:
     sources = [s for c in prepared.citations for s in [c["source"], *c.get("also_in", [])]] if prepared.covered else []
     wanted = [normalise(s) for s in item.get("answer_contains", [])]
     return {"question": item["question"], "lang": item_lang(item),
-            "answerable": answerable(item), "answered": prepared.covered,
+            "answerable": answerable(item), "answered": prepared.covered, "partial": prepared.partial,
             "cited_source": bool(expected_sources(item) & set(sources)),
             "contains_answer": any(w in normalise(text) for w in wanted),
             "degenerate": prepared.covered and is_degenerate(text),
@@ -82,7 +83,11 @@ def _row(item: dict, prepared, text: str, result) -> dict:
 
 
 def _rate(rows: list[dict], key: str) -> float | None:
-    return round(sum(r[key] for r in rows) / len(rows), 4) if rows else None
+    return _share(rows, lambda r: r[key])
+
+
+def _share(rows: list[dict], test: Callable[[dict], bool]) -> float | None:
+    return round(sum(bool(test(r)) for r in rows) / len(rows), 4) if rows else None
 
 
 def _summary(rows: list[dict], style: str) -> dict:
@@ -92,7 +97,13 @@ def _summary(rows: list[dict], style: str) -> dict:
     judged = sum(r["judged"] for r in answered)
     return {"style": style, "grounded": round(sum(r["supported"] for r in answered) / judged, 4) if judged else None,
             "n_answerable": len(yes), "n_unanswerable": len(no), "answered": _rate(yes, "answered"),
-            "declined_ok": round(sum(not r["answered"] for r in no) / len(no), 4) if no else None,
+            # answered = full + partial: a partial answer shows passages (under a warning) and counts
+            # as containing the answer when its quotes hold it.
+            "full": _share(yes, lambda r: r["answered"] and not r["partial"]),
+            "partial": _share(yes, lambda r: r["partial"]), "declined": _share(yes, lambda r: not r["answered"]),
+            "declined_ok": _share(no, lambda r: not r["answered"]),
+            "unanswerable_partial": _share(no, lambda r: r["partial"]),
+            "unanswerable_unwarned": _share(no, lambda r: r["answered"] and not r["partial"]),
             "cited_source": _rate(yes, "cited_source"), "contains_answer": _rate(yes, "contains_answer"),
             "degenerate": sum(r["degenerate"] for r in answered),
             "mean_answer_tokens": round(sum(r["tokens"] for r in answered) / len(answered), 1) if answered else 0.0,

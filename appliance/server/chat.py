@@ -38,6 +38,10 @@ NO_ACCESS = {"en": "You have access to no documents yet: your account is in no g
                    "（`appliance users group add GROUP USER`）。"}
 
 QUOTE_LEAD = {"en": "The documents say:", "zh": "文档中的原文："}
+# A partial answer's lead: the passages are shown, and so is the doubt (issue 42: a Chinese question
+# declined while its answer sat in the top 5 hid what was found).
+PARTIAL_LEAD = {"en": "These passages may not answer your question. The closest the documents come:",
+                "zh": "以下段落可能没有回答你的问题。文档中最接近的原文："}
 LEAD_PROMPT = {"en": "Answer the question in one short sentence from these excerpts, citing them as [1], [2].",
                "zh": "请根据这些摘录用一句简短的中文回答问题，并注明引用编号。"}
 ANSWER_STYLES = ("generate", "quote", "hybrid")
@@ -61,6 +65,8 @@ class RagSettings:
     top_k: int = 4
     min_relevance_en: float = 0.165  # the gate's threshold for English questions (see `relevance`)
     min_relevance_zh: float = 0.155  # and for Chinese ones
+    partial_floor_en: float = 0.10   # below this an English question is declined; from it up to the
+    partial_floor_zh: float = 0.07   # threshold the best passages are quoted under PARTIAL_LEAD
     context_tokens: int = 1536       # excerpts + history + question, in chat-model tokens
     excerpt_chars: int = 1200
     quote_excerpts: int = 4          # quotes are picked from this many (at least top_k): no model reads them
@@ -78,13 +84,26 @@ class Prepared:
     fixed: str | None = None  # the not-covered text, when not the knowledge base's
     style: str = "generate"   # which style answers: generate, quote or hybrid
     quoted: str = ""          # the excerpts' own sentences (quote: the answer; hybrid: after the lead-in)
+    partial: bool = False     # relevance between the floor and the threshold: quoted under a warning
 
     @property
     def fixed_answer(self) -> str | None:
         """The whole answer when no model runs: not covered, or quoted."""
         if not self.covered:
             return self.fixed or NOT_COVERED[self.lang]
-        return f"{QUOTE_LEAD[self.lang]}\n\n{self.quoted}" if self.style == "quote" else None
+        return f"{self.lead}\n\n{self.quoted}" if self.style == "quote" else None
+
+    @property
+    def lead(self) -> str:
+        """The product's own words before a quoted answer (they claim nothing, so are not checked)."""
+        if self.style != "quote":
+            return ""
+        return (PARTIAL_LEAD if self.partial else QUOTE_LEAD)[self.lang]
+
+    @property
+    def coverage(self) -> str:
+        """"full", "partial" (passages under a warning) or "none" (declined), as the API reports it."""
+        return "none" if not self.covered else "partial" if self.partial else "full"
 
     @property
     def suffix(self) -> str:
@@ -133,8 +152,9 @@ class ChatService:
         if not hits and not self.retriever.kb.db.chunk_count(self.retriever.kb.cfg.name):
             return Prepared([], [], covered=False, lang=lang, fixed=EMPTY[lang])
         citations = [_citation(n, h, self.cfg.excerpt_chars) for n, h in enumerate(hits, start=1)]
-        if self.relevance(question, hits[:self.cfg.top_k], lang) < self._threshold(lang):
-            return Prepared([], citations[:3], covered=False, lang=lang)
+        relevance = self.relevance(question, hits[:self.cfg.top_k], lang)
+        if relevance < self._threshold(lang):
+            return self._partial(question, citations, lang, relevance)
         history = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
         system = {"role": "system", "content": SYSTEM_PROMPT}
         quotes = self.quotes(question, citations, lang) if style != "generate" else []
@@ -146,6 +166,16 @@ class ChatService:
             return Prepared([], citations, lang=lang, style="quote", quoted=quoted)
         turn = {"role": "user", "content": f"{quoted}\n\nQuestion: {question}\n{LEAD_PROMPT[lang]}"}
         return Prepared(self._fit(system, history, turn), citations, lang=lang, style="hybrid", quoted=quoted)
+
+    def _partial(self, question: str, citations: list[dict], lang: str, relevance: float) -> Prepared:
+        """Under the threshold: from the floor up, the best passages quoted under a plain warning, in
+        every style (no model writes an answer from excerpts that may not hold one); below the floor,
+        or with no sentence to quote, declined with the nearest sources."""
+        floor = self.cfg.partial_floor_zh if lang == "zh" else self.cfg.partial_floor_en
+        quotes = self.quotes(question, citations, lang) if relevance >= floor else []
+        if not quotes:
+            return Prepared([], citations[:3], covered=False, lang=lang)
+        return Prepared([], citations, lang=lang, style="quote", quoted=quote.render(quotes), partial=True)
 
     def quotes(self, question: str, citations: list[dict], lang: str) -> list[quote.Quote]:
         """The excerpts' sentences that answer `question` (empty without a knowledge base). Each
@@ -163,7 +193,7 @@ class ChatService:
     def ground(self, prepared: Prepared, answer: str) -> list[grounding.Checked]:
         """Each sentence of `answer` checked against the excerpts it was given (and counted for
         Prometheus). Nothing to check when no excerpt was given (declined, or no retrieval)."""
-        answer = answer.removeprefix(QUOTE_LEAD[prepared.lang])  # the product's own words claim nothing
+        answer = answer.removeprefix(prepared.lead)  # the product's own words claim nothing
         checked = []
         if prepared.covered and prepared.citations and self.retriever is not None:
             checked = grounding.check(answer, [c.get("text") or c.get("snippet", "") for c in prepared.citations],

@@ -169,10 +169,11 @@ async def _returned_tokens(svc: Services, text: str, result=None) -> int:
 
 
 async def _extras(svc: Services, prepared: Prepared, text: str, citations: list | None) -> dict | None:
-    """The RAG answer's extension fields: which style answered, and the grounding check."""
+    """The RAG answer's extension fields: which style answered, how well the documents cover the
+    question (full, partial: passages under a warning, none: declined), and the grounding check."""
     if citations is None:
         return None
-    extra: dict = {"answer_style": prepared.answered_by}
+    extra: dict = {"answer_style": prepared.answered_by, "coverage": prepared.coverage}
     checked = await asyncio.to_thread(svc.chat.ground, prepared, text)
     if checked:
         extra["grounding"] = grounding.summary(checked)

@@ -92,7 +92,9 @@ def chat_service(settings: Settings, engine: ChatBackend, retriever: Retriever) 
     cut = small and style == "generate"
     rag = RagSettings(top_k=c.top_k or (2 if small else 4), excerpt_chars=c.excerpt_chars or (700 if cut else 1200),
                       quote_excerpts=c.quote_excerpts, context_tokens=c.context_tokens,
-                      min_relevance_en=c.min_relevance_en, min_relevance_zh=c.min_relevance_zh, answer_style=style)
+                      min_relevance_en=c.min_relevance_en, min_relevance_zh=c.min_relevance_zh,
+                      partial_floor_en=min(c.partial_floor_en, c.min_relevance_en),
+                      partial_floor_zh=min(c.partial_floor_zh, c.min_relevance_zh), answer_style=style)
     return ChatService(engine, retriever, rag)
 
 
