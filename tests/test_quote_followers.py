@@ -77,3 +77,47 @@ def test_the_block_announced_stops_at_a_question():
     text = "Run it like this:\n\nCan I run it twice?\n\nYes, it is safe."
     rendered = quote.render(quote.pick("How do I run it?", [(1, text)], "en", {"run": 2.0}))
     assert "Can I run it twice?" not in rendered
+
+
+def test_an_announced_list_is_quoted_whole_not_its_first_items():
+    """Found on LibreOffice's help: "the following characters are not allowed in sheet names:" and
+    eight short items, one a line. Three were quoted, so "question mark ?" and the brackets were not."""
+    items = ["colon :", "back slash \\", "forward slash /", "question mark ?", "asterisk *",
+             "left square bracket [", "right square bracket ]"]
+    text = ("Sheet names can contain almost any character. Some naming restrictions apply, the following "
+            "characters are not allowed in sheet names:\n\n" + "\n\n".join(items) +
+            "\n\nThe single quote is Unicode U+0027, also known as apostrophe, and it has a long story of its own.")
+    rendered = quote.render(quote.pick("Which characters are not allowed in a sheet name?", [(1, text)], "en",
+                                       {"charact": 3.0, "sheet": 1.0, "allow": 1.0}))
+    assert all(item in rendered for item in items), rendered
+    assert "long story" not in rendered  # the paragraph after the list is not part of it
+
+
+def test_an_announced_list_stops_at_the_block_budget():
+    items = [f"item number {n} of a very long list" for n in range(30)]
+    text = "The following entries are allowed:\n\n" + "\n\n".join(items)
+    picked = quote.pick("Which entries are allowed?", [(1, text)], "en", {"entri": 3.0, "allow": 1.0})
+    listed = [q for q in picked if q.unit.text.startswith("item number")]
+    assert 3 <= len(listed) <= quote.FOLLOWER_UNITS
+    assert sum(len(q.unit.text) for q in listed) <= quote.BLOCK_CHARS
+
+
+def test_a_best_sentence_that_refers_back_mid_sentence_brings_the_sentence_it_refers_to():
+    """Found on LibreOffice's help: the best match, "the first time you press this key combination",
+    names no key; the sentence before it does (F4)."""
+    text = ("Dollar signs mark a fixed reference. LibreOffice converts the current reference when you press F4. "
+            "If you start with a relative address such as A1, the first time you press this key combination, "
+            "both row and column are set to absolute references ($A$1).")
+    question = "Which key switches a relative address such as A1 to absolute references like $A$1?"
+    rendered = quote.render(quote.pick(question, [(1, text)], "en", {"relat": 2.0, "absolut": 2.0, "address": 2.0,
+                                                                    "key": 1.0}))
+    assert "press F4" in rendered, rendered
+    assert "Dollar signs" not in rendered  # only the sentence referred to, not the paragraph
+
+
+def test_a_sentence_about_this_manual_does_not_pull_in_the_one_before():
+    text = ("Debian is a free operating system. Installation is covered in this manual, chapter by chapter, "
+            "from booting the installer to the first login.")
+    rendered = quote.render(quote.pick("Where is the installation covered?", [(1, text)], "en",
+                                       {"instal": 3.0, "cover": 2.0}))
+    assert "free operating system" not in rendered

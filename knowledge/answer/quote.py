@@ -27,8 +27,10 @@ MIN_PIECE = 20         # characters: a shorter unit inside a quoted sentence may
 SAME_LENGTH = 0.8      # a reworded copy of a chosen sentence is at least this share of its length
 DENSE_WEIGHT = {"en": 0.5, "zh": 0.2}  # the embedder is English-only: little weight on Chinese
 NUMBER_BONUS = 0.1     # for a unit that holds a number, when the question asks for one
-FOLLOWER_UNITS = 3     # what an announcing unit brings: up to this many lines of its block
-FOLLOWER_CHARS = 300   # and a longer follower is shortened to this, never dropped
+FOLLOWER_UNITS = 8     # what an announcing unit brings: up to this many lines or list items of its block,
+BLOCK_CHARS = 400      # and characters (the first always comes, shortened if need be)
+FOLLOWER_CHARS = 300   # a longer follower is shortened to this, never dropped
+ITEM_CHARS = 60        # a prose unit this short after an announcement is a list item ("colon :"); half in Chinese
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ _ENDED = re.compile(r"[.!?。！？]['\"”’)\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]|\n\s*\n")
 _MARKS = re.compile(r"\[\d+\]|[\u00b9\u00b2\u00b3\u2070-\u2079]")  # footnote marks: "[16]", "²"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_QUESTION = re.compile(r"[^\s?]\?\s*$")
 # A question that asks for an amount ("How many languages…", "多少内存", "几个字符") is answered by
 # a sentence with a number in it, in digits or in words ("around 1000", "five minutes", "四分钟").
 _ASKS_AMOUNT = re.compile(r"\bhow (?:many|much|long|big|large|old|often|far)\b|\bwhat (?:year|size)\b"
@@ -52,6 +55,12 @@ _NUMBER = re.compile(r"\d|\b(?:two|three|four|five|six|seven|eight|nine|ten|elev
                      r"forty|fifty|sixty|hundred|thousand|million|billion|dozen)s?\b|[二两三四五六七八九十百千万亿]",
                      re.IGNORECASE)
 _POINTS_BACK = re.compile(r"(?:(?:This|That|These|Those|Such)\b|[这此它该])")  # a sentence that refers back
+# ... or names, mid-sentence, a thing the sentence before it introduced ("the first time you press this
+# key combination"); not the document itself ("this manual", "in this case").
+_REFERS_BACK = re.compile(r"\b(?:this|these)\s+(?!(?:case|manual|section|chapter|document|page|guide|book|way|"
+                          r"time|point|example|release|version|list|text|help|article|tutorial|are|was|were|will|would|can|could|"
+                          r"may|might|must|should|has|have|had|does|did|means|also|not|one|ones)\b)[a-z]{3,}",
+                          re.IGNORECASE)
 Embed = Callable[[list[str]], np.ndarray]
 
 
@@ -86,7 +95,7 @@ def pick(question: str, excerpts: Sequence[tuple[int, str]], lang: str, idf: dic
             chosen.append(i)
     chosen += _followers(chosen, cands, keys)
     chosen += [j for i in chosen for j in _continued(i, cands)]  # a comment's sentence, to its end
-    chosen += [j for i in chosen for j in _antecedent(i, cands)]  # what "This" refers to
+    chosen += [j for i in chosen for j in _antecedent(i, cands, i == best)]  # what "This" refers to
     announced = [j for i in chosen for j in _introduced(i, cands)]  # "as follows:" brings its command
     chosen += announced
     chosen += [j for i in chosen for j in _introducer(i, cands)]  # and a command brings its "as follows:"
@@ -181,7 +190,9 @@ def _bare(i: int, cands: list[tuple[int, int, Unit]]) -> bool:
 
 
 def _asks(unit: Unit) -> bool:
-    return not unit.whole_line and unit.text.rstrip().endswith(("?", "？"))
+    """A question: its last word carries the question mark ("question mark ?", a list item naming
+    the character, asks nothing)."""
+    return not unit.whole_line and (_QUESTION.search(unit.text) is not None or unit.text.rstrip().endswith("？"))
 
 
 def _foreign(unit: Unit, best: Unit, lang: str) -> bool:
@@ -193,21 +204,27 @@ def _foreign(unit: Unit, best: Unit, lang: str) -> bool:
 
 
 def _introduced(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
-    """What a unit that announces it introduces (a command, table rows, a list; a sentence), up to
-    FOLLOWER_UNITS units: "… as follows:", "使用下列命令…。" promise what comes next."""
+    """What a unit that announces it introduces: a command's lines, table rows, a list's items (up to
+    FOLLOWER_UNITS of them in BLOCK_CHARS), or a sentence. "… as follows:", "使用下列命令…。",
+    "the following characters are not allowed:" promise what comes next, all of it."""
     if not cands[i][2].announces:
         return []
     out: list[int] = []
     for j in range(i + 1, min(i + 1 + FOLLOWER_UNITS, len(cands))):
-        if cands[j][0] != cands[i][0] or (cands[i][2].whole_line and not cands[j][2].whole_line):
+        unit = cands[j][2]
+        if cands[j][0] != cands[i][0] or (cands[i][2].whole_line and not unit.whole_line):
             break  # a listing's line introduces lines of the listing, not the prose after it
-        if _asks(cands[j][2]):
+        if _asks(unit):
             break  # a FAQ's next question: the announced block was cut off before it
+        item = unit.whole_line or len(unit.text) <= (ITEM_CHARS // 2 if is_cjk_text(unit.text) else ITEM_CHARS)
+        lines_then_prose = any(cands[k][2].whole_line for k in out) and not unit.whole_line
+        if out and (not item or lines_then_prose or _chars(out, cands) + len(unit.text) > BLOCK_CHARS):
+            break  # the list or listing has ended in a paragraph, or is as long as a quote allows
         # (A short line is not taken for a title here: "=(B2<A2)+B2-A2", "Russ Allbery" after a
         # colon look like one and are what the colon announces.)
         out.append(j)
-        if not cands[j][2].whole_line:
-            break
+        if not item:
+            break  # an announced sentence: it is the block
     return out
 
 
@@ -244,12 +261,16 @@ def _followers(chosen: list[int], cands: list[tuple[int, int, Unit]], keys: list
     return out
 
 
-def _antecedent(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
+def _antecedent(i: int, cands: list[tuple[int, int, Unit]], best: bool = False) -> list[int]:
     """The unit before a sentence that points back to it ("This is what prevents out-of-memory
-    crashes.", "这样…"): quoted alone, such a sentence names what it says of nothing."""
+    crashes.", "这样…"): quoted alone, such a sentence names what it says of nothing. For the `best`
+    unit also one that refers back mid-sentence ("… the first time you press this key combination"
+    after the sentence that names the key): the answer is then the sentence before."""
     if i == 0 or cands[i - 1][0] != cands[i][0] or _heading(i - 1, cands):
         return []
-    return [i - 1] if _POINTS_BACK.match(cands[i][2].text) else []
+    text = cands[i][2].text
+    back = _POINTS_BACK.match(text) or (best and not cands[i][2].whole_line and _REFERS_BACK.search(text))
+    return [i - 1] if back else []
 
 
 def _continued(i: int, cands: list[tuple[int, int, Unit]]) -> list[int]:
