@@ -129,3 +129,23 @@ def test_a_heading_with_nothing_under_it_keeps_its_words(tmp_path):
         assert "1. Back up any existing data first." in texts and "2. Gather information about the computer." in texts
         first = next(s for s in doc.sections if s.text.startswith("1. Back up"))
         assert first.heading == [doc.sections[0].heading[0]]  # under its parent heading, in reading order
+
+
+def test_white_space_between_inline_elements_keeps_words_apart(tmp_path):
+    """Found on ikiwiki's pages: "<code>srcdir</code> <code>destdir</code>" was read "srcdirdestdir"
+    (a text node of white space alone was dropped), so neither word could be found."""
+    p = _page(tmp_path, "<p>Pass <code>srcdir</code> <code>destdir</code> and\n<a href='#'>one</a>\n<a href='#'>two</a>"
+                        ".</p><p>中文<b>段落</b></p>")
+    text = _text(p)
+    assert "srcdir destdir" in text and "one two" in text, text
+    assert "中文段落" in text  # no space is added where the page has none
+
+
+def test_landmark_header_and_footer_are_navigation(tmp_path):
+    p = _page(tmp_path, '<div class="pageheader"><span class="parentlinks"><a href="/">wiki</a>/</span></div>'
+                        '<p>The content.</p><div id="footer" class="pagefooter" role="contentinfo">'
+                        '<div id="backlinks">Links: <a href="x">tips/laptop</a></div>Last edited Sun Feb 2</div>'
+                        '<div role="banner">Site banner</div><table class="navigation"><tr><td>Top</td></tr></table>')
+    text = _text(p)
+    assert "The content." in text
+    assert not any(nav in text for nav in ("Last edited", "tips/laptop", "Site banner", "wiki/", "Top")), text

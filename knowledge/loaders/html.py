@@ -29,7 +29,10 @@ _INLINE = frozenset("""a abbr acronym b bdi bdo big br cite code data dfn em fon
 rp rt ruby s samp small span strike strong sub sup time tt u var wbr""".split())
 _BLOCKS = ["p", "div", "table", "ul", "ol", "dl", "pre", "blockquote"]
 _NAV_CLASSES = frozenset("""nav navbar menu navheader navfooter sphinxsidebar related breadcrumb breadcrumbs
-footer""".split())
+footer pageheader pagefooter parentlinks navigation""".split())
+# ARIA landmarks of navigation: menus, the page's banner and its footer (ikiwiki's `role=contentinfo`
+# footer holds "Links:" and "Last edited").
+_NAV_ROLES = frozenset(("navigation", "banner", "contentinfo"))
 # Boxes whose first title-like child is their title (kept in front of their text, never a heading).
 _BOX_CLASSES = frozenset("""sidebar note tip warning important caution admonition admonitionblock attention danger
 error hint seealso todo deprecated versionadded versionchanged footnote callout""".split())
@@ -134,7 +137,7 @@ def _is_navigation(tag) -> bool:
     """Navigation by element, role, generator class, or an aside/.sidebar that is a menu (one pass in
     Python: CSS selectors through soupsieve took half of a page's load time)."""
     classes = tag.get("class") or ()
-    if (tag.name in _NAV_TAGS or tag.get("role") == "navigation" or tag.get("aria-hidden") == "true"
+    if (tag.name in _NAV_TAGS or tag.get("role") in _NAV_ROLES or tag.get("aria-hidden") == "true"
             or _NAV_CLASSES.intersection(classes)):
         return True
     return (tag.name == "aside" or "sidebar" in classes) and _is_menu(tag)
@@ -183,8 +186,9 @@ def _walk(node, sections: _Sections, in_box: bool = False) -> None:
         if isinstance(child, Comment):
             continue
         if isinstance(child, NavigableString):
-            if child.strip():
-                sections.text(str(child))
+            # White space alone between two inline elements is a word break as a browser shows it
+            # ("<code>srcdir</code> <code>destdir</code>"): dropping it ran the words together.
+            sections.text(str(child))
         elif isinstance(child, Tag):
             if child.name in _HEADINGS and not in_box:
                 sections.heading(int(child.name[1]), child.get_text(" ", strip=True))
