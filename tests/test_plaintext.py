@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from knowledge.eval.plaintext import html_text, plain_text
 
 from .conftest import ROOT
@@ -42,3 +44,19 @@ def test_the_peer_does_not_read_through_the_loaders():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m and m.startswith("knowledge.loaders") for m in imported), (name, imported)
+
+
+def test_a_pdf_pypdf_cannot_open_is_read_by_pdfminer(tmp_path):
+    """A PDF that ends without its "%%EOF" marker, which PDFium and most viewers open: pypdf refuses
+    it ("EOF marker not found"), so the file went unmeasured. pdfminer.six reads past it."""
+    pdf = make_pdf(tmp_path / "a.pdf", ["Encrypt every laptop."])
+    raw = pdf.read_bytes()
+    pdf.write_bytes(raw[:raw.rindex(b"%%EOF")])
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    with pytest.raises(PdfReadError):
+        PdfReader(pdf)
+    assert "Encrypt every laptop." in plain_text(pdf)
+    (tmp_path / "cut.pdf").write_bytes(raw[:len(raw) // 3])  # truncated past repair: nothing, not an error
+    assert plain_text(tmp_path / "cut.pdf") is None

@@ -3,7 +3,8 @@
 The simplest peer reads with it, so a passage our loaders lose shows up as ours below the peer
 instead of vanishing from both sides. Nothing here chooses what is content: an HTML page is its
 body's visible text (menus included, as a reader's browser shows them), a PDF is pypdf's text layer
-(the loaders read PDFium's), an Office file the text runs of its XML, a text file its bytes decoded.
+(pdfminer.six's where pypdf cannot open it; the loaders read PDFium's), an Office file the text runs
+of its XML, a text file its bytes decoded.
 """
 
 from __future__ import annotations
@@ -137,9 +138,18 @@ def markdown_blocks(raw: bytes) -> list[Block]:
 
 
 def _pdf_text(path: Path) -> str:
+    """pypdf's text layer; where pypdf cannot open the file (a PDF that ends without its "%%EOF"
+    marker: "EOF marker not found"), pdfminer.six's, which reads past it. Neither shares code with
+    the loaders' PDFium. A PDF neither can read is not measured (the caller counts it)."""
     from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
 
-    return "\n".join(page.extract_text() or "" for page in PdfReader(path).pages)
+    try:
+        return "\n".join(page.extract_text() or "" for page in PdfReader(path).pages)
+    except PdfReadError:
+        from pdfminer.high_level import extract_text
+
+        return extract_text(path)
 
 
 def _office_text(path: Path, parts: str, para: str, run: str) -> str:
