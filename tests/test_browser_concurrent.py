@@ -3,6 +3,10 @@
 Gradio serves one event at a time unless told otherwise; this checks that six logged-in users'
 questions reach the engine together (the running gauge reaches 4, the engine's slots) and that
 every one of them gets an answer.
+
+Six Chromium pages and the engine share CI's two cores, so the answers are the hybrid style's
+one generated sentence (64 tokens at most) rather than 512-token answers: with full answers the
+last page waited over five minutes (CI, 2026-12-07) and the test measured the cores, not batching.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from .server_helpers import GENERATE, start_server
+from .server_helpers import start_server
 from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 USERS = 6
@@ -25,7 +29,8 @@ QUESTIONS = ["What colour badge must visitors wear?", "After how long must a lap
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = start_server(tmp_path_factory.mktemp("ui-many"), env=GENERATE)  # batching needs the model to write
+    # Hybrid: the model writes a lead-in (batching needs it to write), then the quotes follow.
+    s = start_server(tmp_path_factory.mktemp("ui-many"), env={"APPLIANCE_CHAT__ANSWER_STYLE": "hybrid"})
     for i in range(USERS):
         s.cli("users", "add", f"user{i}", "--password-stdin", stdin=f"password-{i}\n").check_returncode()
     yield s
@@ -52,7 +57,7 @@ def test_six_browser_users_are_batched_together(server):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         pages = []
         for i in range(USERS):
-            page = browser.new_context().new_page()
+            page = browser.new_context(reduced_motion="reduce").new_page()
             page.goto(server.url + "/")
             page.fill("input[type=text]", f"user{i}")
             page.fill("input[type=password]", f"password-{i}")
@@ -62,16 +67,20 @@ def test_six_browser_users_are_batched_together(server):
             pages.append(page)
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        for page in pages:  # as close to "at once" as one driver thread gets
-            page.click("#ask")
-        for page in pages:
-            page.wait_for_function(
-                "() => { const b = document.querySelectorAll('#chatbot .message'); "
-                "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }", timeout=300_000)
-            # The answer is complete when the conversation list shows it (saved at the end).
-            page.wait_for_selector("#conversations label", timeout=300_000)
-        done.set()
-        watcher.join()
+        try:
+            for page in pages:  # as close to "at once" as one driver thread gets
+                page.click("#ask")
+            for page in pages:
+                # Polled twice a second, not every animation frame: the pages share two cores.
+                page.wait_for_function(
+                    "() => { const b = document.querySelectorAll('#chatbot .message'); "
+                    "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }",
+                    polling=500, timeout=300_000)
+                # The answer is complete when the conversation list shows it (saved at the end).
+                page.wait_for_selector("#conversations label", timeout=300_000)
+        finally:
+            done.set()
+            watcher.join()
         answers = [page.inner_text("#chatbot") for page in pages]
         browser.close()
     assert peak["running"] >= 4, f"browser questions were not batched: peak running {peak['running']}"
