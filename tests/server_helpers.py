@@ -11,6 +11,7 @@ Server = LocalServer
 # The embedded model quotes by default (no engine work); tests about generation (Stop, busy,
 # batching) ask for written answers.
 GENERATE = {"APPLIANCE_CHAT__ANSWER_STYLE": "generate"}
+HYBRID = {"APPLIANCE_CHAT__ANSWER_STYLE": "hybrid"}  # a generated lead-in (64 tokens at most), then quotes
 
 
 def start_server(tmp: Path, *extra: str, env: dict | None = None, timeout: float = 240,

@@ -13,6 +13,9 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
 ARTIFACTS = ROOT / "test-artifacts"
+# An answer is showing: the chat holds the question and a reply with text in it.
+ANSWERED = ("() => { const b = document.querySelectorAll('#chatbot .message'); "
+            "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }")
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed")
 
@@ -47,9 +50,7 @@ def login_ask_cited_answer_logout(server, quoted: bool) -> None:
         page.fill("#question textarea", "What colour badge must visitors wear?")
         page.click("#ask")
         page.wait_for_selector("#sources details", timeout=120_000)
-        page.wait_for_function(
-            "() => { const b = document.querySelectorAll('#chatbot .message'); "
-            "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }", timeout=120_000)
+        page.wait_for_function(ANSWERED, timeout=120_000)
         sources = page.inner_text("#sources")
         assert "en/security-policy.pdf" in sources and "page 2" in sources
         if quoted:  # the embedded model's default: the fact itself, quoted

@@ -17,8 +17,8 @@ import time
 import httpx
 import pytest
 
-from .server_helpers import start_server
-from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
+from .server_helpers import HYBRID, start_server
+from .test_browser import ANSWERED, ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 USERS = 6
 # Questions the sample guide covers, so that the not-covered gate sends every one to the engine.
@@ -30,7 +30,7 @@ QUESTIONS = ["What colour badge must visitors wear?", "After how long must a lap
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # Hybrid: the model writes a lead-in (batching needs it to write), then the quotes follow.
-    s = start_server(tmp_path_factory.mktemp("ui-many"), env={"APPLIANCE_CHAT__ANSWER_STYLE": "hybrid"})
+    s = start_server(tmp_path_factory.mktemp("ui-many"), env=HYBRID)
     for i in range(USERS):
         s.cli("users", "add", f"user{i}", "--password-stdin", stdin=f"password-{i}\n").check_returncode()
     yield s
@@ -72,10 +72,7 @@ def test_six_browser_users_are_batched_together(server):
                 page.click("#ask")
             for page in pages:
                 # Polled twice a second, not every animation frame: the pages share two cores.
-                page.wait_for_function(
-                    "() => { const b = document.querySelectorAll('#chatbot .message'); "
-                    "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }",
-                    polling=500, timeout=300_000)
+                page.wait_for_function(ANSWERED, polling=500, timeout=300_000)
                 # The answer is complete when the conversation list shows it (saved at the end).
                 page.wait_for_selector("#conversations label", timeout=300_000)
         finally:

@@ -10,11 +10,9 @@ import httpx
 import pytest
 
 from .server_helpers import GENERATE, start_server
-from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
+from .test_browser import ANSWERED, ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 LOGIN = "button:has-text('Login'), button:has-text('登录')"
-ANSWERED = ("() => { const b = document.querySelectorAll('#chatbot .message'); "
-            "return b.length >= 2 && b[b.length - 1].innerText.trim().length > 0; }")
 
 
 @pytest.fixture(scope="module")
