@@ -1,18 +1,17 @@
 """Several people chat in the browser at once and the engine batches them (Chromium, Playwright).
 
 Gradio serves one event at a time unless told otherwise; this checks that six logged-in users'
-questions reach the engine together (the running gauge reaches 4, the engine's slots) and that
-every one of them gets an answer.
+questions reach the engine together (some decode step held 4 of them, the engine's slots:
+`appliance_batch_peak`) and that every one of them gets an answer.
 
 Six Chromium pages and the engine share CI's two cores, so the answers are the hybrid style's
 one generated sentence (64 tokens at most) rather than 512-token answers: with full answers the
 last page waited over five minutes (CI, 2026-12-07) and the test measured the cores, not batching.
+The peak is counted by the engine, not sampled by polling the running gauge: on CI a poller's
+/metrics request timed out while the cores were busy and the peak it saw was 1 (2026-12-07).
 """
 
 from __future__ import annotations
-
-import threading
-import time
 
 import httpx
 import pytest
@@ -37,21 +36,13 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def _running(server) -> float:
-    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
-    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("appliance_running "))
+def _gauge(server, name: str) -> float:
+    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}, timeout=60).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"appliance_{name} "))
 
 
 def test_six_browser_users_are_batched_together(server):
     from playwright.sync_api import sync_playwright
-
-    peak = {"running": 0.0}
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            peak["running"] = max(peak["running"], _running(server))
-            time.sleep(0.2)
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -65,21 +56,16 @@ def test_six_browser_users_are_batched_together(server):
             page.wait_for_selector("#question textarea", timeout=60_000)
             page.fill("#question textarea", QUESTIONS[i])
             pages.append(page)
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        try:
-            for page in pages:  # as close to "at once" as one driver thread gets
-                page.click("#ask")
-            for page in pages:
-                # Polled twice a second, not every animation frame: the pages share two cores.
-                page.wait_for_function(ANSWERED, polling=500, timeout=300_000)
-                # The answer is complete when the conversation list shows it (saved at the end).
-                page.wait_for_selector("#conversations label", timeout=300_000)
-        finally:
-            done.set()
-            watcher.join()
+        for page in pages:  # as close to "at once" as one driver thread gets
+            page.click("#ask")
+        for page in pages:
+            # Polled twice a second, not every animation frame: the pages share two cores.
+            page.wait_for_function(ANSWERED, polling=500, timeout=300_000)
+            # The answer is complete when the conversation list shows it (saved at the end).
+            page.wait_for_selector("#conversations label", timeout=300_000)
         answers = [page.inner_text("#chatbot") for page in pages]
         browser.close()
-    assert peak["running"] >= 4, f"browser questions were not batched: peak running {peak['running']}"
+    peak = _gauge(server, "batch_peak")
+    assert peak >= 4, f"browser questions were not batched: at most {peak} in one decode step"
     assert all(len(a.strip()) > 0 for a in answers)
-    assert _running(server) == 0
+    assert _gauge(server, "running") == 0

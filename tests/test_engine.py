@@ -155,6 +155,8 @@ def test_concurrent_requests_batch_together(engine):
     snap = assert_idle(engine)
     # Eight requests shared decode steps: far fewer steps than 8 × tokens.
     assert snap["batch_tokens"] / snap["steps"] > 1.5
+    # Some step decoded as many sequences as the engine has slots (eight requests, fewer slots).
+    assert snap["batch_peak"] == engine.runner.n_seq_max
 
 
 def test_overload_rejects_extra_and_finishes_admitted(chat_model_path):

@@ -236,7 +236,7 @@ class Engine:
                 self.scheduler.committed(items)
                 n_tokens = sum(len(i.tokens) for i in items)
                 self.scheduler.pacer.observe(n_tokens, elapsed)
-                self.metrics.on_step(n_tokens)
+                self.metrics.on_step(n_tokens, len({i.seq.id for i in items}))
                 for item in items:
                     if item.logits and item.seq.slot is not None:
                         self._sample_or_fail(item)

@@ -73,13 +73,15 @@ class EngineMetrics:
         self.rejected = 0
         self.steps = 0
         self.batch_tokens = 0
+        self.batch_peak = 0  # most sequences in one decode step: batching seen, not sampled by a poller
         self.drafted: dict[str, int] = {}   # draft tokens proposed, per proposer
         self.accepted: dict[str, int] = {}  # of which the target confirmed
 
-    def on_step(self, n_tokens: int) -> None:
+    def on_step(self, n_tokens: int, n_sequences: int = 1) -> None:
         with self._lock:
             self.steps += 1
             self.batch_tokens += n_tokens
+            self.batch_peak = max(self.batch_peak, n_sequences)
 
     def on_finish(self, seq: Sequence) -> None:
         stats = seq.stats()
@@ -119,6 +121,7 @@ class EngineMetrics:
                 "no_kv_slot": self.no_kv_slot,
                 "steps": self.steps,
                 "batch_tokens": self.batch_tokens,
+                "batch_peak": self.batch_peak,
                 "spec_drafted": dict(self.drafted),
                 "spec_accepted": dict(self.accepted),
                 "spec_accept_rate": {p: self.accepted.get(p, 0) / n for p, n in self.drafted.items() if n},

@@ -34,6 +34,7 @@ class _Collector:
         for key, doc in (("running", "Requests being decoded"), ("waiting", "Requests queued"),
                          ("kv_cells_used", "KV cells in use"),
                          ("kv_cells_cached", "KV cells held only by cached prefixes"),
+                         ("batch_peak", "Most requests decoded in one step since start"),
                          ("kv_cells_free", "Free KV cells"), ("kv_bytes_used", "KV bytes in use"),
                          ("prefix_hit_rate", "Share of prompt tokens served from the prefix cache")):
             yield GaugeMetricFamily(f"appliance_{key}", doc, value=snap[key])
