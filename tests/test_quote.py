@@ -357,3 +357,15 @@ def test_a_sentence_cut_into_paragraphs_by_its_listings_is_quoted_whole():
     rendered = quote.render(quote.pick("Which apt-get commands update the system?", [(1, text)], "en", idf))
     assert "apt-get update followed by apt-get dist-upgrade" in rendered
     assert units("Data directory\n\nThe data directory holds the index.")[0].is_heading  # a title stays one
+
+
+def test_short_sentences_do_not_use_up_the_quote_before_the_fact():
+    # Four short Chinese sentences that share the question's words fill a four-unit quote; the
+    # fact, in the next excerpt, still fits the character budget and is quoted (the LibreOffice
+    # and install guide's Chinese misses, 2026-12-07).
+    excerpts = [(1, "多核处理器用在桌面系统上。桌面系统的处理器有两个核心。"
+                    "桌面系统的处理器很快。内核可以侦测桌面系统的处理器。"),
+                (2, "桌面系统的最低推荐配置是 1GHz。")]
+    idf = {"桌面": 2.0, "系统": 1.0, "推荐": 2.0, "最低": 2.0, "处理器": 4.0}
+    rendered = quote.render(quote.pick("桌面系统推荐的最低处理器是什么？", excerpts, "zh", idf))
+    assert "1GHz" in rendered and len(rendered) <= quote.MAX_CHARS + 20
