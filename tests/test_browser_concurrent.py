@@ -13,10 +13,9 @@ The peak is counted by the engine, not sampled by polling the running gauge: on 
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
-from .server_helpers import HYBRID, start_server
+from .server_helpers import HYBRID, metrics, start_server
 from .test_browser import ANSWERED, ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 USERS = 6
@@ -34,11 +33,6 @@ def server(tmp_path_factory):
         s.cli("users", "add", f"user{i}", "--password-stdin", stdin=f"password-{i}\n").check_returncode()
     yield s
     s.stop()
-
-
-def _gauge(server, name: str) -> float:
-    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}, timeout=60).text
-    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"appliance_{name} "))
 
 
 def test_six_browser_users_are_batched_together(server):
@@ -65,7 +59,7 @@ def test_six_browser_users_are_batched_together(server):
             page.wait_for_selector("#conversations label", timeout=300_000)
         answers = [page.inner_text("#chatbot") for page in pages]
         browser.close()
-    peak = _gauge(server, "batch_peak")
+    peak = metrics(server)["appliance_batch_peak"]
     assert peak >= 4, f"browser questions were not batched: at most {peak} in one decode step"
     assert all(len(a.strip()) > 0 for a in answers)
-    assert _gauge(server, "running") == 0
+    assert metrics(server)["appliance_running"] == 0

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from .server_helpers import GENERATE, start_server
+from .server_helpers import GENERATE, metrics, start_server
 from .test_browser import ANSWERED, ARGS, CHROMIUM, pytestmark  # noqa: F401  (skip without chromium)
 
 LOGIN = "button:has-text('Login'), button:has-text('登录')"
@@ -140,8 +140,7 @@ def test_busy_engine_shows_the_retry_message(browser, tmp_path):
 
 
 def _metric(server, name: str) -> float:
-    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {server.key}"}).text
-    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), 0.0)
+    return metrics(server).get(name, 0.0)  # a counter with no sample yet is 0
 
 
 def _ended(server) -> float:

@@ -33,10 +33,10 @@ def bundles(tmp_path_factory):
     made = {v: out / f"appliance-{v}.tar" for v in ("0.1.0", "0.1.1")}
     # Both at once: making a bundle mostly waits on pip and the disk, and one after the other took
     # 350 s of CI's 90 minutes (2026-12-07).
-    argv_env = {v: _argv_env(f"scripts/make-bundle.sh --version {v} {path}", offline=False) for v, path in made.items()}
-    procs = {v: subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for v, (argv, env) in argv_env.items()}
-    for proc in procs.values():
+    commands = [_argv_env(f"scripts/make-bundle.sh --version {v} {path}", offline=False) for v, path in made.items()]
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for argv, env in commands]
+    for proc in procs:
         stdout, stderr = proc.communicate(timeout=1200)
         assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     return made

@@ -77,7 +77,7 @@ class EngineMetrics:
         self.drafted: dict[str, int] = {}   # draft tokens proposed, per proposer
         self.accepted: dict[str, int] = {}  # of which the target confirmed
 
-    def on_step(self, n_tokens: int, n_sequences: int = 1) -> None:
+    def on_step(self, n_tokens: int, n_sequences: int) -> None:
         with self._lock:
             self.steps += 1
             self.batch_tokens += n_tokens
